@@ -60,7 +60,8 @@ def test_demotion_is_v1s_patch() -> None:
 def test_a_reserved_node_whose_instance_left_its_reservation_is_relabelled_on_demand(
     make_harness: MakeHarness, aws: AwsEnv, compiled: Path  # noqa: F811
 ) -> None:
-    """capacitytype/suite_test.go's demotion: two nodes launched into the reservation; while EC2 reports them in it
+    """capacitytype/suite_test.go:122 "should demote nodeclaims and nodes from reserved to on-demand": two nodes
+    launched into the reservation; while EC2 reports them in it
     nothing changes; once it ends (the stand-in no longer describes it, and DescribeInstances reports the instances
     without a `CapacityReservationId`: EC2 moved them to on-demand) the next minute's reconcile relabels each claim
     and its Node `on-demand` without the reservation id and type labels."""
@@ -82,6 +83,26 @@ def test_a_reserved_node_whose_instance_left_its_reservation_is_relabelled_on_de
         assert labels[wk.CAPACITY_TYPE] == "on-demand", objects.name(obj)
         assert wk.CAPACITY_RESERVATION_ID not in labels and wk.CAPACITY_RESERVATION_TYPE not in labels
         assert labels.get("karpenter.k8s.aws/capacity-reservation-interruptible") == "false"  # not among them
+
+
+@pytest.mark.slow
+def test_a_node_is_demoted_even_when_its_claim_was_demoted_before(
+    make_harness: MakeHarness, aws: AwsEnv, compiled: Path  # noqa: F811
+) -> None:
+    """capacitytype/suite_test.go:152 "should demote nodes from reserved to on-demand even if their nodeclaim was
+    demoted previously": the claim already `on-demand`, its Node still `reserved` — the Node is relabelled."""
+    h = _harness(make_harness, aws, compiled, 1)
+    h.batch()
+    (claim,) = _claims(h)
+    h.cluster.patch(objects.NODE_CLAIM, objects.name(claim), {"metadata": {"labels": {
+        wk.CAPACITY_TYPE: "on-demand", wk.CAPACITY_RESERVATION_ID: None, wk.CAPACITY_RESERVATION_TYPE: None}}})
+    (node,) = h.nodes()
+    assert label(node, wk.CAPACITY_TYPE) == "reserved"
+    aws.reservations.forget(RESERVATION)
+    h.clock.advance(61)
+    h.controller.reconcile_once()
+    (node,) = h.nodes()
+    assert label(node, wk.CAPACITY_TYPE) == "on-demand" and label(node, wk.CAPACITY_RESERVATION_ID) is None
 
 
 @pytest.mark.slow
@@ -129,7 +150,7 @@ def _expiring_harness(make_harness: MakeHarness, aws: AwsEnv, wall: Wall) -> Har
 
 @pytest.mark.slow
 def test_claims_of_an_expiring_capacity_block_are_deleted(make_harness: MakeHarness, aws: AwsEnv) -> None:
-    """expiration/suite_test.go:92 "should delete nodeclaims associated with expiring capacity-block reservations":
+    """expiration/suite_test.go:93 "should delete nodeclaims associated with expiring capacity-block reservations":
     a block ending in 39 minutes (within the 40) loses its claim, one ending in 60 keeps it."""
     wall = Wall()
     _block(aws, "cr-expiring", dt.timedelta(minutes=39))
