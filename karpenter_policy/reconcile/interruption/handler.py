@@ -11,7 +11,7 @@ interruption controller).
 | state change: stopping, stopped | Warning `InstanceStopping` | cordon and drain |
 | state change: shutting-down, terminated | Warning `InstanceTerminating` | cordon and drain |
 | AWS Health scheduled change (EC2) | Warning `InstanceUnhealthy` | cordon and drain |
-| capacity reservation interruption | Warning `CapacityReservationInstanceInterrupted` | no room in it; drain |
+| capacity reservation interruption | Warning `CapacityReservationInstanceInterrupted` | room 0; cordon and drain |
 
 *Cordon and drain* goes through the node-deletion path (:func:`~karpenter_policy.reconcile.nodedeletion.delete_node`:
 the Node is deleted, its ``karpenter.sh/termination`` finalizer holds it while the controller's termination step
