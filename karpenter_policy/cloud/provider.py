@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from karpenter_policy.cloud.capacityreservations import ReservedOffering
+from karpenter_policy.cloud.capacityreservations import CapacityReservation, ReservedOffering
 from karpenter_policy.cloud.errors import FailedOffering
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
@@ -166,11 +166,15 @@ class Network:
     compare an instance with (aws pkg/cloudprovider/drift.go). Either may be empty: nothing resolves.
     `placement_group`: the id of the placement group the class's `placementGroupSelector` resolves to, what
     placement-group drift compares a node's `karpenter.k8s.aws/placement-group-id` label with ("": it names none, or
-    none is found; None: the cloud could not tell)."""
+    none is found; None: the cloud could not tell). `reservations`: the ids of the capacity reservations its
+    `capacityReservationSelectorTerms` select now (v1.14.1's `status.capacityReservations`; empty: none), what
+    capacity-reservation drift compares a reserved instance's reservation with (None: the cloud could not tell, or
+    the disruption controller runs with the ReservedCapacity gate off)."""
 
     subnets: frozenset[str]
     security_groups: frozenset[str]
     placement_group: str | None = ""
+    reservations: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,13 +297,25 @@ class CloudProvider(Protocol):
 
 @runtime_checkable
 class ReservingCloud(Protocol):
-    """A cloud that tells the reserved offerings of an EC2NodeClass's capacity reservations (`AwsCloudProvider`)."""
+    """A cloud that tells the reserved offerings of an EC2NodeClass's capacity reservations and keeps their room
+    (`AwsCloudProvider`)."""
+
+    def capacity_reservations(self, provider: Mapping[str, Any] | None) -> tuple[CapacityReservation, ...] | None:
+        """The capacity reservations the settings' `capacityReservationSelectorTerms` select now, as v1.14.1's class
+        status lists them (its `state` `expiring` from 40 minutes before a capacity block's end); None when the
+        cloud could not answer (unknown, not none)."""
+        ...
 
     def reserved_offerings(
         self, provider: Mapping[str, Any] | None, *, enabled: bool = True
     ) -> dict[str, tuple[ReservedOffering, ...]] | None:
         """instance type -> the reserved offerings of the settings' capacity reservations (`enabled`: Karpenter's
         ReservedCapacity gate; off: none); None when they are unknown now."""
+        ...
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        """Take the reservation's room to 0 until EC2 answers for it again (v1.14.1's capacityreservation provider
+        `MarkUnavailable`: a launch refused for its capacity, or a capacity-reservation interruption warning)."""
         ...
 
 

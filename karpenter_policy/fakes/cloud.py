@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from karpenter_policy.cloud.capacityreservations import CapacityReservation, ReservedOffering
 from karpenter_policy.cloud.errors import CloudError, FailedOffering, InsufficientCapacity
 from karpenter_policy.cloud.offerings import with_unavailable
 from karpenter_policy.cloud.provider import (
@@ -34,6 +35,7 @@ from karpenter_policy.cloud.provider import (
 )
 from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
+from karpenter_policy.model.labels import CAPACITY_ON_DEMAND, CAPACITY_RESERVED
 from karpenter_policy.model.nodeclassfit import launched_efas
 
 ENDPOINT = "fake://cloud"
@@ -76,6 +78,8 @@ class FakeCloudProvider:
         self._clock = clock
         self._ends: dict[str, float] = {}  # instance shutting down → when it is terminated
         self.unavailable = UnavailableOfferings(clock, unavailable_ttl)
+        #: The capacity reservations given no room (`mark_reservation_unavailable`); it offers none of its own.
+        self.unavailable_reservations: set[str] = set()
         self._types = sorted(instance_types, key=lambda it: it.name)
         self._offered = {(it.name, o.zone, o.capacity_type) for it in self._types for o in it.offerings if o.available}
         self._wall_clock = wall_clock
@@ -127,6 +131,19 @@ class FakeCloudProvider:
         with self._lock:
             self._instances[instance_id] = dataclasses.replace(
                 self._instances[instance_id], placement_group=group_id, placement_partition=partition
+            )
+
+    def set_reservation(self, instance_id: str, reservation_id: str | None) -> None:
+        """Report the instance in that capacity reservation (`reserved`, a default one), as DescribeInstances reads a
+        `capacity-reservations-only` launch; None: EC2 moved it out, `on-demand` (the reservation ended)."""
+        with self._lock:
+            instance = self._instances[instance_id]
+            self._instances[instance_id] = dataclasses.replace(
+                instance,
+                capacity_type=CAPACITY_RESERVED if reservation_id else CAPACITY_ON_DEMAND,
+                reservation_id=reservation_id or "",
+                reservation_type="default" if reservation_id else "",
+                reservation_interruptible=False,
             )
 
     def _injected(self, operation: str) -> None:
@@ -271,6 +288,21 @@ class FakeCloudProvider:
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str, reason: str) -> None:
         """Hold the offering unavailable for the cache's time to live, as an insufficient-capacity answer does."""
         self.unavailable.mark(instance_type, zone, capacity_type, reason)
+
+
+    def capacity_reservations(self, provider: Mapping[str, Any] | None) -> tuple[CapacityReservation, ...] | None:
+        """None selected: the fake keeps no capacity reservations."""
+        return ()
+
+    def reserved_offerings(
+        self, provider: Mapping[str, Any] | None, *, enabled: bool = True
+    ) -> dict[str, tuple[ReservedOffering, ...]] | None:
+        """None to offer: the fake keeps no capacity reservations."""
+        return {}
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        """Note the reservation as having no room (`unavailable_reservations`)."""
+        self.unavailable_reservations.add(reservation_id)
 
 
 def _replace_state(instance: Instance, state: str) -> Instance:

@@ -40,6 +40,15 @@ def spot_interruption(instance_id: str) -> str:
     )
 
 
+def capacity_reservation_interruption(instance_id: str) -> str:
+    """EC2's warning that an instance in an interruptible capacity reservation is to be reclaimed (v1.14.1
+    pkg/controllers/interruption/suite_test.go:799 `capacityReservationInterruptionMessage`)."""
+    return _event(
+        "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning",
+        {"instance-id": instance_id, "instance-action": "terminate"}, [_arn(instance_id)],
+    )
+
+
 def rebalance_recommendation(instance_id: str) -> str:
     """EC2's notice that a spot instance is at elevated risk of interruption."""
     return _event("aws.ec2", "EC2 Instance Rebalance Recommendation", {"instance-id": instance_id}, [_arn(instance_id)])
@@ -89,6 +98,7 @@ def elsewhere(body: str, *, account: str | None = None, region: str | None = Non
 __all__ = [
     "ACCOUNT",
     "TIME",
+    "capacity_reservation_interruption",
     "elsewhere",
     "foreign",
     "rebalance_recommendation",

@@ -10,6 +10,9 @@ The pieces (each in its room, each with its own bookkeeping, all sharing the `co
   - **provisioning** (`provisioning/`): constraint sets taken, the launches in flight followed (registration,
     settling, initialization), registration liveness, then batch → schedule → launch → register → bind;
   - **garbage collection** (`garbage/`): instances without a Node and Nodes without an instance, both ways;
+  - **capacity type** and **reservation expiration** (`capacityreservation/`, once a minute): a reserved node whose
+    instance EC2 moved to on-demand relabelled so, a capacity block's claims deleted 40 minutes before its end
+    (aws v1.14.1 pkg/controllers/capacityreservation/);
   - **emptiness** (`disruption/emptiness.py`, `ttlSecondsAfterEmpty`);
   - **disruption** (`disruption/`): expiry, drift and consolidation decided under a time budget and carried out
     one command at a time;
@@ -26,12 +29,13 @@ own: that order is not an order of execution. The threaded runner (:mod:`~karpen
 the same — a thread per controller of the list, each woken by the events it cares about. Virtual time
 (:meth:`Controller.reconcile_once`: `simulate`, the scenes of `karpenter_policy.testing`, the step-driven tests)
 runs one step of each, in the list's order, after bringing the state up to date (`feed.sync()`): the queue's
-messages first, then provisioning (new constraint sets, launches in flight, then the batch), garbage collection,
-emptiness, disruption, the static controllers (gate on), and termination last, which drains what the others deleted
-(interruption shows the state the deletions it requests at once). That is the order a pass had before the list
-(#24), but for the provisioner's batch, which came after termination and now closes provisioning's own step, and
-interruption, which `simulate`'s driver polled before the kubelets' sync: `simulate` prints the same bytes on the
-examples either way. It returns what they did (:class:`ReconcileResult`) and when the earliest wants the next step.
+messages first, then provisioning (new constraint sets, launches in flight, then the batch), garbage collection, the
+capacity-reservation controllers, emptiness, disruption, the static controllers (gate on), and termination last,
+which drains what the others deleted (interruption shows the state the deletions it requests at once). That is the
+order a pass had before the list (#24), but for the provisioner's batch, which came after termination and now closes
+provisioning's own step, and interruption, which `simulate`'s driver polled before the kubelets' sync: `simulate`
+prints the same bytes on the examples either way. It returns what they did (:class:`ReconcileResult`) and when the
+earliest wants the next step.
 
 Adding a controller: its package (a class with `name`, `label`, `wake`, `step` and `poll`), built in
 :class:`Controller`'s constructor, and a line in :attr:`Controller.controllers` (docs/reconcile.md).
@@ -54,6 +58,8 @@ from karpenter_policy.kube.attachments import attachment_index
 from karpenter_policy.kube.cluster import Cluster
 from karpenter_policy.reconcile import logs
 from karpenter_policy.reconcile.acting import ActingCloud, ActingCluster
+from karpenter_policy.reconcile.capacityreservation.capacitytype import CapacityTypeSync
+from karpenter_policy.reconcile.capacityreservation.expiration import ReservationExpiration
 from karpenter_policy.reconcile.cloudmetrics import MeasuredCloud
 from karpenter_policy.reconcile.constraints import ConfigMapSource, ConstraintSource, Loaded, Refused
 from karpenter_policy.reconcile.context import Context
@@ -167,6 +173,8 @@ class Controller:
         self.garbage_collection = GarbageCollection(
             self.context, self.garbage, self.lifecycle, steady=lambda: self.feed.health().steady
         )
+        self.capacity_type = CapacityTypeSync(self.context)
+        self.reservation_expiration = ReservationExpiration(self.context)
         self.interruption = (
             InterruptionHandler(
                 cluster, cloud, interruption_queue, metrics=metrics, wall_clock=wall_clock, account=account,
@@ -181,6 +189,8 @@ class Controller:
             self.interruption,
             self.provisioning,
             self.garbage_collection,
+            self.capacity_type,
+            self.reservation_expiration,
             self.emptiness,
             self.disruption,
             self.static_provisioning,

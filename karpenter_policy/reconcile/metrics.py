@@ -138,6 +138,10 @@ INTERRUPTION = "interruption"
 #: v1.14.1's static NodePools' controllers (`reconcile.static`), with the StaticCapacity feature gate.
 STATIC_PROVISIONING = "static.provisioning"
 STATIC_DEPROVISIONING = "static.deprovisioning"
+#: v1.14.1's capacity-reservation controllers (`reconcile.capacityreservation`; aws pkg/controllers/
+#: capacityreservation).
+CAPACITY_TYPE = "capacityreservation.capacitytype"
+RESERVATION_EXPIRATION = "capacityreservation.expiration"
 CONTROLLERS = (PROVISIONER, DEPROVISIONING, TERMINATION, EMPTINESS, GARBAGE_COLLECTION, INTERRUPTION)
 #: controller-runtime's `result` label values.
 RESULTS = ("error", "requeue", "requeue_after", "success")
@@ -708,6 +712,7 @@ class _Counted(Collector):
 
 
 __all__ = [
+    "CAPACITY_TYPE",
     "CONTROLLER",
     "CONTROLLERS",
     "DEPROVISIONING",
@@ -718,6 +723,7 @@ __all__ = [
     "INTERRUPTION",
     "PROVISIONER",
     "RECONCILE_BUCKETS",
+    "RESERVATION_EXPIRATION",
     "STATIC_DEPROVISIONING",
     "STATIC_PROVISIONING",
     "TERMINATION",

@@ -38,10 +38,32 @@ def test_a_launched_instance_reports_its_subnet_and_security_groups(aws: AwsEnv)
 
 def test_the_network_is_what_the_selectors_match_now(aws: AwsEnv) -> None:
     provider = aws.provider()
-    assert provider.network(aws.spec()) == Network(frozenset(aws.subnets.values()), frozenset({aws.security_group}))
-    assert provider.network(aws.spec(subnetSelector={"aws-ids": "subnet-0000000000000dead"})) == Network(
-        frozenset(), frozenset({aws.security_group})
+    assert provider.network(aws.spec()) == Network(
+        frozenset(aws.subnets.values()), frozenset({aws.security_group}), reservations=frozenset()
     )
+    assert provider.network(aws.spec(subnetSelector={"aws-ids": "subnet-0000000000000dead"})) == Network(
+        frozenset(), frozenset({aws.security_group}), reservations=frozenset()
+    )
+
+
+def test_the_network_tells_the_capacity_reservations_the_class_selects(aws: AwsEnv) -> None:
+    """What capacity-reservation drift compares a reserved instance with (aws v1.14.1 drift.go:148
+    `isCapacityReservationDrifted` reads the class's `status.capacityReservations`): the ids its terms select now,
+    none without terms, unknown (None) when EC2 does not answer — never "none" then, which would drift every
+    reserved node."""
+    from .reservations import DeclaredReservation
+
+    aws.reservations.declare(DeclaredReservation("cr-0123456789abcdef0", "m5.large", "us-east-1a", 2))
+    aws.reservations.declare(DeclaredReservation("cr-0fedcba9876543210", "m5.large", "us-east-1b", 2))
+    selecting = aws.spec(capacityReservationSelectorTerms=[{"id": "cr-0123456789abcdef0"}])
+    provider = aws.provider()
+    network = provider.network(selecting)
+    assert network is not None and network.reservations == frozenset({"cr-0123456789abcdef0"})
+    without = provider.network(aws.spec())
+    assert without is not None and without.reservations == frozenset()
+    aws.proxy.fail("DescribeCapacityReservations", times=3)
+    unknown = aws.provider().network(selecting)
+    assert unknown is not None and unknown.reservations is None
 
 
 def test_a_group_added_to_the_selection_drifts_the_instance_once_the_cache_expires(aws: AwsEnv) -> None:

@@ -224,7 +224,7 @@ def test_the_network_of_one_term_is_what_it_was(aws: AwsEnv) -> None:
     """One term reads as the one selector it always was (the same answer as the AWSNodeTemplate's)."""
     provider = aws.provider()
     assert provider.network(node_class()) == provider.network(aws.spec()) == Network(
-        frozenset(aws.subnets.values()), frozenset({aws.security_group}))
+        frozenset(aws.subnets.values()), frozenset({aws.security_group}), reservations=frozenset())
 
 
 # --- one reading of a tag value (issue #26) ----------------------------------------------------------------------

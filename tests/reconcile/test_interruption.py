@@ -150,6 +150,37 @@ def test_a_rebalance_recommendation_only_records_an_event(interrupted: Interrupt
     assert "SpotRebalanceRecommendation" in reasons and "TerminatingOnInterruption" not in reasons
 
 
+def test_a_capacity_reservation_interruption_deletes_the_node_and_leaves_its_reservation_no_room(
+    interrupted: Interrupted,
+) -> None:
+    """aws v1.14.1 pkg/controllers/interruption/suite_test.go:150 "should delete the NodeClaim when receiving a
+    capacity reservation interruption warning" and :296 "should mark the capacity reservation as unavailable when
+    getting an interruption warning": the message (parser: messages/capacityreservationinterruption/parser.go) deletes
+    the claim (utils.go `actionForMessage`: CordonAndDrain), Events `CapacityReservationInstanceInterrupted`
+    (events.go:44) and takes the node's reservation's room to 0 (utils.go:144-149 `MarkUnavailable`)."""
+    victim, other = interrupted.node_names()[:2]
+    reservation = "cr-56fac701cc1951b03"
+    interrupted.harness.cluster.patch(objects.NODE, victim, {"metadata": {"labels": {
+        "karpenter.k8s.aws/capacity-reservation-id": reservation,
+        "karpenter.k8s.aws/capacity-reservation-type": "default",
+    }}})
+    interrupted.harness.controller.feed.sync()
+    interrupted.queue.send(events.capacity_reservation_interruption(interrupted.instance_of(victim)))
+
+    result = interrupted.handler.poll_once()
+
+    assert result.acted == {victim: "CordonAndDrain"} and result.draining == [victim]
+    assert objects.is_deleting(interrupted.harness.node(victim)), "the node is being deleted"
+    assert not objects.is_deleting(interrupted.harness.node(other)), "other nodes are left alone"
+    assert interrupted.queue.visible() == 0 and result.deleted == 1
+    assert interrupted.cloud.unavailable_reservations == {reservation}
+    reasons = [e["reason"] for e in interrupted.harness.events() if e["involvedObject"]["name"] == victim]
+    assert "CapacityReservationInstanceInterrupted" in reasons and "TerminatingOnInterruption" in reasons
+    assert interrupted.metric(
+        "karpenter_interruption_received_messages", message_type="CapacityReservationInterruptionKind"
+    ) == 1
+
+
 @pytest.mark.parametrize(
     ("state", "reason"),
     [("stopping", "InstanceStopping"), ("stopped", "InstanceStopping"),
@@ -224,6 +255,10 @@ def test_a_health_event_of_another_category_is_not_acted_on(interrupted: Interru
          '"detail": {}}', "detail.instance-id: missing"),
         ('{"version": "0", "source": "aws.ec2", "time": "yesterday", "detail-type": "x"}', "time: 'yesterday'"),
         ("[" * 100_000, "not JSON"),
+        ('{"version": "0", "source": "aws.ec2", "detail-type": "EC2 Capacity Reservation Instance Interruption '
+         'Warning", "detail": {"instance-id": ["i-1"]}}', "detail.instance-id: expected a string, got a list"),
+        ('{"version": "0", "source": "aws.ec2", "detail-type": "EC2 Capacity Reservation Instance Interruption '
+         'Warning", "detail": "i-1"}', "detail: expected an object, got a string"),
     ],
 )
 def test_a_malformed_message_is_deleted_counted_and_logged_and_the_next_one_handled(

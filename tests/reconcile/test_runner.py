@@ -83,7 +83,8 @@ def test_the_runner_gives_a_thread_to_each_controller_of_the_one_list_in_its_ord
     """Virtual time steps through `Controller.controllers`; the threads are the same controllers, one each."""
     _, controller, runner = running()
     names = [c.name for c in controller.controllers]
-    assert names == ["provisioning", "garbage", "emptiness", "disruption", "termination"]  # no queue: no interruption
+    assert names == ["provisioning", "garbage", "capacityreservation-capacitytype", "capacityreservation-expiration",
+                     "emptiness", "disruption", "termination"]  # no queue: no interruption
     assert [w.name for w in runner.workers] == names
     assert eventually(lambda: all(w.thread.name == f"controller-{w.name}" and w.thread.is_alive()
                                   for w in runner.workers))

@@ -56,6 +56,37 @@ def test_instance_type_not_found_is_core_v1s(
         assert drift_condition_reason(why) == "InstanceTypeNotFound"
 
 
+RESERVED_LABELS = {wk.INSTANCE_TYPE: "m5.large", wk.ZONE: "test-zone-1a", wk.CAPACITY_TYPE: "reserved",
+                   wk.CAPACITY_RESERVATION_ID: "cr-0123456789abcdef0", wk.CAPACITY_RESERVATION_TYPE: "default"}
+BY_CAPACITY = {
+    "reserved": Offering("test-zone-1a", "reserved", 1e-8, reservation_id="cr-0fedcba9876543210"),
+    "on-demand": Offering("test-zone-1a", "on-demand", 0.1),
+    "spot": Offering("test-zone-1a", "spot", 0.05),
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "capacity_types", "drifted"),
+    [
+        ("shouldn't drift when a matching instance type exists with reserved and on-demand offerings",
+         ("reserved", "on-demand"), False),
+        ("shouldn't drift when a matching instance type exists with reserved offerings", ("reserved",), False),
+        ("shouldn't drift when a matching instance type exists with on-demand offerings", ("on-demand",), False),
+        ("should drift when a matching instance type exists but the only offering is spot", ("spot",), True),
+        ("should drift when a matching instance type exists but there are no compatible offerings", (), True),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_a_reserved_node_is_kept_by_reserved_or_on_demand_offerings(
+    case: str, capacity_types: tuple[str, ...], drifted: bool
+) -> None:
+    """core v1.14.1 pkg/controllers/nodeclaim/disruption/drift_test.go:521-570 "Reserved Capacity" InstanceTypeNotFound
+    (drift.go:135-145): a `reserved` node may be demoted to on-demand after its launch, so reserved or on-demand
+    offerings both keep it, and its reservation labels (another reservation's offering here) are not compared."""
+    why = instance_type_not_found(RESERVED_LABELS, offered(*(BY_CAPACITY[c] for c in capacity_types)))
+    assert bool(why) == drifted, (case, why)
+
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return compile_policies(EXAMPLE / "policies", tmp_path_factory.mktemp("v1types") / "build")

@@ -323,8 +323,9 @@ class AwsCloudProvider:
 
     def network(self, provider: Mapping[str, Any] | None) -> Network | None:
         """The subnets and security groups the settings' selectors match now, as a launch reads them (Karpenter
-        v1.14.1's EC2NodeClass `status.subnets` / `status.securityGroups`), and the id of the placement group its
-        `placementGroupSelector` resolves to; None when EC2 could not be asked."""
+        v1.14.1's EC2NodeClass `status.subnets` / `status.securityGroups`), the id of the placement group its
+        `placementGroupSelector` resolves to, and the ids of the capacity reservations it selects (None: unknown);
+        None when EC2 could not be asked."""
         spec = provider or {}
         try:
             subnets = self._discovery.subnets(spec)
@@ -339,7 +340,9 @@ class AwsCloudProvider:
                 placement_group = None
             else:
                 placement_group = found.id if found is not None else ""
-        return Network(frozenset(s.id for s in subnets), frozenset(groups), placement_group)
+        selected = self.capacity_reservations(spec)
+        reservations = frozenset(r.id for r in selected) if selected is not None else None
+        return Network(frozenset(s.id for s in subnets), frozenset(groups), placement_group, reservations)
 
     def capacity_reservations(
         self, provider: Mapping[str, Any] | None
@@ -373,6 +376,10 @@ class AwsCloudProvider:
             return None
         zones = {it.name: frozenset(o.zone for o in it.offerings) for it in types}
         return reserved_offerings(found, zones, self.on_demand_prices(), self.reservations.available)
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        """No room in the reservation until EC2 answers for it again (v1.14.1's `MarkUnavailable`)."""
+        self.reservations.mark_unavailable(reservation_id)
 
     def node_class(self, provider: Mapping[str, Any] | None) -> NodeClassResolution:
         """The images the settings give the catalog's instance types now, as a launch resolves them (the selector's

@@ -59,7 +59,8 @@ def initial(now: dt.datetime) -> list[Condition]:
 
 #: The kinds of drift v1.14.1 names as the Drifted condition's reason (core pkg/controllers/nodeclaim/disruption/
 #: drift.go `NodePoolDrifted`, `RequirementsDrifted`, `InstanceTypeNotFound`; aws pkg/cloudprovider/drift.go
-#: `NodeClassDrift`, `AMIDrift`, `SubnetDrift`, `SecurityGroupDrift`, `PlacementGroupDrift`),
+#: `NodeClassDrift`, `AMIDrift`, `SubnetDrift`, `SecurityGroupDrift`, `CapacityReservationDrift`,
+#: `PlacementGroupDrift`),
 #: by how the disruption controller's explanation (`reconcile.disruption.decider.drift_reason`, `image_drift`)
 #: begins.
 DRIFT_REASONS: Final = (
@@ -70,6 +71,7 @@ DRIFT_REASONS: Final = (
     ("its image ", "AMIDrift"),
     ("SubnetDrift", "SubnetDrift"),
     ("SecurityGroupDrift", "SecurityGroupDrift"),
+    ("CapacityReservationDrift", "CapacityReservationDrift"),
     ("PlacementGroupDrift", "PlacementGroupDrift"),
     ("provisioner ", "NodePoolDrifted"),  # its NodePool is gone from the constraint sets
 )

@@ -30,6 +30,7 @@ Karpenter's 10 s polling period does, instead of after every change.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import threading
@@ -319,8 +320,12 @@ class Disruption:
     ) -> tuple[Callable[[str], Instance | None], Callable[[str], Network | None]]:
         """For network drift, asked only when a NodePool node has no other drift: instance id → the instance (one
         list of the cluster's instances per decision; none known when the cloud fails) and provisioner → the
-        subnets and security groups its node class resolves to (one answer per provisioner and decision)."""
+        subnets, security groups, placement group and capacity reservations its node class resolves to (one answer
+        per provisioner and decision; with the ReservedCapacity gate off its reservations are not asked about: no
+        instance is `reserved` then in v1.14.1, so none drifts for its reservation). The instances are listed afresh
+        at each decision, as v1.14.1 skips its instance cache before it concludes capacity-reservation drift."""
         cloud = self.context.cloud
+        gate = self.context.options.reserved_capacity
         listed: dict[str, Instance] | None = None
         resolved: dict[str, Network | None] = {}
 
@@ -338,7 +343,10 @@ class Disruption:
                 constraint_set = templates.sets.get(provisioner)
                 spec = constraint_set.launch_spec if constraint_set is not None else None
                 try:
-                    resolved[provisioner] = cloud.network(spec) if spec is not None else None
+                    found = cloud.network(spec) if spec is not None else None
+                    resolved[provisioner] = (
+                        dataclasses.replace(found, reservations=None) if found is not None and not gate else found
+                    )
                 except CloudError:
                     resolved[provisioner] = None
             return resolved[provisioner]

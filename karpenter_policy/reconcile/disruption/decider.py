@@ -17,7 +17,8 @@ first stage that finds something decides (one command a decision):
    kubelet, node template: `ConstraintSet.node_hash`) differs from its set's, whose labels no longer satisfy
    its set's requirements (an instance type no longer admitted, a zone or capacity type removed), or whose image
    is no longer the one its node template resolves (a new AMI release) — a NodePool's node by v1.14.1's rules
-   (`drift_reason`), then its instance's subnet or security groups no longer its class's (`network_drift`): a
+   (`drift_reason`), then its instance's security groups, subnet, capacity reservation or placement group no longer
+   its class's (`network_drift`): a
    Provisioner's empty ones all at once, else one at a time, the earliest drifted first (when this controller first
    saw it drifted); a NodePool's one a command, the empty ones first (v1.14.1: its commands run side by side). A
    static NodePool's drifted node goes first, by v1.14.1's static drift (core pkg/controllers/disruption/
@@ -1063,13 +1064,21 @@ def instance_type_not_found(labels: Mapping[str, str], types: Sequence[InstanceT
     """Why a NodePool node has drifted because its instance type is no longer offered ("" when it has not), as core
     v1.14.1's drift.go `instanceTypeNotFound`: its `node.kubernetes.io/instance-type` label names none of the types
     its node class offers now (no label included), or none of that type's offerings — available or not — is
-    compatible with the node's zone and capacity-type labels (a label the node lacks is no constraint)."""
+    compatible with the node's zone and capacity-type labels (a label the node lacks is no constraint; a `reserved`
+    node is compatible with on-demand offerings too, as drift.go:135-145 has it)."""
     name = labels.get(wk.INSTANCE_TYPE)
     offered = next((t for t in types if t.name == name), None) if name else None
     if offered is None:
         return f"InstanceTypeNotFound: its instance type {name or '(no label)'} is no longer offered"
     zone, capacity = labels.get(wk.ZONE), labels.get(wk.CAPACITY_TYPE)
-    if not any((zone is None or o.zone == zone) and (capacity is None or o.capacity_type == capacity)
+    # a reserved node may be demoted to on-demand after its launch: reserved or on-demand offerings both keep it, and
+    # its reservation labels are not compared (drift.go:135-145; its reservation is `CapacityReservationDrift`'s)
+    accepted = (
+        None if capacity is None
+        else {wk.CAPACITY_RESERVED, wk.CAPACITY_ON_DEMAND} if capacity == wk.CAPACITY_RESERVED
+        else {capacity}
+    )
+    if not any((zone is None or o.zone == zone) and (accepted is None or o.capacity_type in accepted)
                for o in offered.offerings):
         return (f"InstanceTypeNotFound: {name} is no longer offered in {zone or 'any zone'} as "
                 f"{capacity or 'any capacity type'}")
@@ -1081,9 +1090,12 @@ def network_drift(instance: Instance | None, network: Network | None, labels: Ma
     EC2NodeClass resolves to now ("" when it has not, or when either side cannot be told), as aws v1.14.1's
     pkg/cloudprovider/drift.go `isNodeClassDrifted` decides after the AMI: `areSecurityGroupsDrifted` first — the
     instance's set of groups is not the class's (more, fewer or others) —, then `isSubnetDrifted` — the instance's
-    subnet is not among the class's —, then `isPlacementGroupDrifted` — the node's `placement-group-id` label (none:
-    "") is not the id of the group the class resolves to (none: ""): a selector added, removed or changed. Nothing
-    resolving (Karpenter's "no subnets are discovered" / "no security groups" errors), an instance the cloud does not
+    subnet is not among the class's —, then `isCapacityReservationDrifted` — a reserved instance's reservation
+    (`CapacityReservationId` of a `capacity-reservations-only` launch, as DescribeInstances reports it now: an
+    instance EC2 moved to on-demand has none and does not drift) is not among those the class selects now —, then
+    `isPlacementGroupDrifted` — the node's `placement-group-id` label (none: "") is not the id of the group the class
+    resolves to (none: ""): a selector added, removed or changed. Nothing resolving (Karpenter's "no subnets are
+    discovered" / "no security groups" errors), reservations the cloud could not tell, an instance the cloud does not
     know, or a field it did not report decide nothing."""
     if instance is None or network is None:
         return ""
@@ -1094,6 +1106,10 @@ def network_drift(instance: Instance | None, network: Network | None, labels: Ma
     if instance.subnet_id and network.subnets and instance.subnet_id not in network.subnets:
         return (f"SubnetDrift: its subnet {instance.subnet_id} is not among its EC2NodeClass's "
                 f"({', '.join(sorted(network.subnets))})")
+    reservation = instance.reservation_id if instance.capacity_type == wk.CAPACITY_RESERVED else ""
+    if reservation and network.reservations is not None and reservation not in network.reservations:
+        return (f"CapacityReservationDrift: its capacity reservation {reservation} is not among its EC2NodeClass's "
+                f"({', '.join(sorted(network.reservations)) or 'none'})")
     if labels is not None and network.placement_group is not None:
         launched = labels.get(wk.PLACEMENT_GROUP_ID, "")
         if launched != network.placement_group:

@@ -1,4 +1,5 @@
-"""EventBridge events from the interruption queue → :class:`InterruptionMessage`, as Karpenter v0.31 reads them.
+"""EventBridge events from the interruption queue → :class:`InterruptionMessage`, as Karpenter v0.31 reads them (and
+v1.14.1's capacity-reservation interruption, which v0.31 does not know).
 
 An event is recognised by its ``version``, ``source`` and ``detail-type`` (Karpenter's parser key):
 
@@ -6,6 +7,9 @@ An event is recognised by its ``version``, ``source`` and ``detail-type`` (Karpe
 * ``aws.ec2`` / ``EC2 Instance Rebalance Recommendation``: a rebalance recommendation, ``detail.instance-id``;
 * ``aws.ec2`` / ``EC2 Instance State-change Notification``: a state change, ``detail.instance-id``, when
   ``detail.state`` is stopping, stopped, shutting-down or terminated (other states: a no-op);
+* ``aws.ec2`` / ``EC2 Capacity Reservation Instance Interruption Warning``: a capacity-reservation interruption
+  (Karpenter v1.14.1's messages/capacityreservationinterruption, EventBridge schema
+  ``aws.ec2@EC2CapacityReservationInstanceInterruptionWarning``), about ``detail.instance-id``;
 * ``aws.health`` / ``AWS Health Event``: a scheduled change, ``detail.affectedEntities[].entityValue``, when
   ``detail.service`` is EC2 and ``detail.eventTypeCategory`` scheduledChange (other health events: a no-op).
 
@@ -37,6 +41,7 @@ class MessageKind(StrEnum):
     REBALANCE_RECOMMENDATION = "RebalanceRecommendationKind"
     SCHEDULED_CHANGE = "ScheduledChangeKind"
     STATE_CHANGE = "StateChangeKind"
+    CAPACITY_RESERVATION_INTERRUPTION = "CapacityReservationInterruptionKind"
     NOOP = "NoOpKind"
 
 
@@ -50,6 +55,9 @@ _KINDS: dict[tuple[str, str, str], MessageKind] = {
     ("0", _EC2, "EC2 Spot Instance Interruption Warning"): MessageKind.SPOT_INTERRUPTION,
     ("0", _EC2, "EC2 Instance Rebalance Recommendation"): MessageKind.REBALANCE_RECOMMENDATION,
     ("0", _EC2, "EC2 Instance State-change Notification"): MessageKind.STATE_CHANGE,
+    ("0", _EC2, "EC2 Capacity Reservation Instance Interruption Warning"): (
+        MessageKind.CAPACITY_RESERVATION_INTERRUPTION
+    ),
     ("0", _HEALTH, "AWS Health Event"): MessageKind.SCHEDULED_CHANGE,
 }
 

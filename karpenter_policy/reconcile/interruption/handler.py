@@ -11,6 +11,7 @@ interruption controller).
 | state change: stopping, stopped | Warning `InstanceStopping` | cordon and drain |
 | state change: shutting-down, terminated | Warning `InstanceTerminating` | cordon and drain |
 | AWS Health scheduled change (EC2) | Warning `InstanceUnhealthy` | cordon and drain |
+| capacity reservation interruption | Warning `CapacityReservationInstanceInterrupted` | room 0; cordon and drain |
 
 *Cordon and drain* goes through the node-deletion path (:func:`~karpenter_policy.reconcile.nodedeletion.delete_node`:
 the Node is deleted, its ``karpenter.sh/termination`` finalizer holds it while the controller's termination step
@@ -44,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from karpenter_policy.cloud.errors import CloudError
-from karpenter_policy.cloud.provider import CloudProvider
+from karpenter_policy.cloud.provider import CloudProvider, ReservingCloud
 from karpenter_policy.cloud.queue import InterruptionQueue, QueueMessage
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.cluster import Cluster, EventSeverity
@@ -81,6 +82,7 @@ _ACTIONS = {
     MessageKind.SCHEDULED_CHANGE: CORDON_AND_DRAIN,
     MessageKind.STATE_CHANGE: CORDON_AND_DRAIN,
     MessageKind.REBALANCE_RECOMMENDATION: NO_ACTION,
+    MessageKind.CAPACITY_RESERVATION_INTERRUPTION: CORDON_AND_DRAIN,
 }
 
 
@@ -103,6 +105,11 @@ def notice(message: InterruptionMessage) -> Notice | None:
         return Notice("SpotInterrupted", "Spot interruption warning was triggered", "Warning")
     if message.kind is MessageKind.REBALANCE_RECOMMENDATION:
         return Notice("SpotRebalanceRecommendation", "Spot rebalance recommendation was triggered", "Normal")
+    if message.kind is MessageKind.CAPACITY_RESERVATION_INTERRUPTION:  # v1.14.1 events.go:44
+        return Notice(
+            "CapacityReservationInstanceInterrupted", "Capacity Reservation interruption warning was triggered",
+            "Warning",
+        )
     if message.kind is MessageKind.SCHEDULED_CHANGE:
         return Notice("InstanceUnhealthy", "An unhealthy warning was triggered for the instance", "Warning")
     if message.kind is MessageKind.STATE_CHANGE:
@@ -120,6 +127,8 @@ def disrupted_reason(message: InterruptionMessage) -> str:
         return "spot_interrupted"
     if message.kind is MessageKind.SCHEDULED_CHANGE:
         return "scheduled_change"
+    if message.kind is MessageKind.CAPACITY_RESERVATION_INTERRUPTION:
+        return "capacity_reservation_interrupted"
     if message.kind is MessageKind.STATE_CHANGE:
         return "instance_stopped" if message.state in STOPPING_STATES else "instance_terminated"
     return "no_op"
@@ -337,6 +346,8 @@ class InterruptionHandler:
             result.acted[name] = action
             if message.kind is MessageKind.SPOT_INTERRUPTION:
                 self._mark_unavailable(node, message)
+            elif message.kind is MessageKind.CAPACITY_RESERVATION_INTERRUPTION:
+                self._mark_reservation_unavailable(node)
             if action == CORDON_AND_DRAIN and not self._drain(node, fields, result, disrupted_reason(message)):
                 handled = False
         if message.time is not None and handled:
@@ -348,6 +359,13 @@ class InterruptionHandler:
         instance_type, zone = labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, "")
         if instance_type and zone:
             self.cloud.mark_unavailable(instance_type, zone, wk.CAPACITY_SPOT, message.kind.value)
+
+    def _mark_reservation_unavailable(self, node: Obj) -> None:
+        """v1.14.1 utils.go `markUnavailableOfferings`: the node's capacity reservation (its
+        `karpenter.k8s.aws/capacity-reservation-id` label; none: nothing) has no room until EC2 answers again."""
+        reservation = objects.labels(node).get(wk.CAPACITY_RESERVATION_ID, "")
+        if reservation and isinstance(self.cloud, ReservingCloud):
+            self.cloud.mark_reservation_unavailable(reservation)
 
     def _drain(self, node: Obj, fields: dict[str, object], result: InterruptionResult, v1_reason: str) -> bool:
         """Delete the Node through the node-deletion path; False when the API or EC2 refused (the message comes
