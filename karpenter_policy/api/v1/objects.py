@@ -271,6 +271,8 @@ class EC2NodeClass:
     user_data: str | None = None
     metadata_options: Mapping[str, Any] | None = None
     network_interfaces: tuple[Mapping[str, Any], ...] = ()
+    #: `spec.placementGroupSelector` ({name} or {id}), None without one.
+    placement_group: Mapping[str, Any] | None = None
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> EC2NodeClass:
@@ -293,13 +295,15 @@ class EC2NodeClass:
             user_data=_optional_str(spec.get("userData")),
             metadata_options=spec.get("metadataOptions"),
             network_interfaces=tuple(dict(n) for n in spec.get(NETWORK_INTERFACES) or [] if isinstance(n, Mapping)),
+            placement_group=_placement_group(spec.get(_PLACEMENT_GROUP)),
         )
 
     def node_template(self) -> dict[str, Any]:
         """What the engine's node arithmetic reads of a node template (`model.allocatable.node_configuration`):
         the AMI family, the block device mappings, the instance-store policy (RAID0: the nodes' ephemeral storage
         is the instance store, `NodeConfiguration.ephemeral_storage_of`) and, when there are any, the `efa-only`
-        network interfaces on card 0 (ENIs the pods do not get, `model.allocatable.efa_only_enis`)."""
+        network interfaces on card 0 (ENIs the pods do not get, `model.allocatable.efa_only_enis`) and the
+        `placementGroupSelector` (its partitions are topology domains: `launchsettings.offline_placement_offerings`)."""
         template: dict[str, Any] = {"blockDeviceMappings": [dict(m) for m in self.block_device_mappings]}
         if self.ami_family is not None:
             template["amiFamily"] = arithmetic_family(self.ami_family)
@@ -308,7 +312,19 @@ class EC2NodeClass:
         efa_only = [dict(n) for n in self.network_interfaces if efa_only_enis({NETWORK_INTERFACES: [n]})]
         if efa_only:
             template[NETWORK_INTERFACES] = efa_only
+        if self.placement_group:
+            template[_PLACEMENT_GROUP] = dict(self.placement_group)
         return template
+
+
+#: The EC2NodeClass field naming its placement group (`api.v1.launchsettings.PLACEMENT_GROUP`, which imports this
+#: module).
+_PLACEMENT_GROUP: Final = "placementGroupSelector"
+
+
+def _placement_group(selector: object) -> dict[str, Any] | None:
+    """A `placementGroupSelector` as read: a non-empty mapping, else None."""
+    return dict(selector) if isinstance(selector, Mapping) and selector else None
 
 
 def alias_family(terms: Sequence[Mapping[str, Any]]) -> str | None:

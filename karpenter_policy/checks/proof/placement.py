@@ -30,6 +30,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
+from karpenter_policy.api.v1.launchsettings import offline_placement_offerings
 from karpenter_policy.api.v1.static import LEFT_OUT, NO_DYNAMIC_NODEPOOLS
 from karpenter_policy.api.violations import ERROR, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.api.workloads import scale_key
@@ -82,7 +83,8 @@ def templates_for(
 ) -> list[NodeClaimTemplate]:
     """The scheduler's node claim template of each proven provisioner (one that is not proven admits no type, and says
     why when it takes nothing); a NodePool's keeps its minValues under `min_values_policy`. A static NodePool has
-    none: Karpenter v1.14.1 leaves it out of scheduling, StaticCapacity gate on or off (`api.v1.static`)."""
+    none: Karpenter v1.14.1 leaves it out of scheduling, StaticCapacity gate on or off (`api.v1.static`). A class with a
+    `placementGroupSelector` offers partitions 1 … 7 (`offline_placement_offerings`: no cloud is asked)."""
     return [_template(c, table, min_values_policy) for c in checked if not c.static]
 
 
@@ -110,6 +112,7 @@ def _template(c: CheckedProvisioner, table: InstanceTable, min_values_policy: st
             admitted=admitted,
             name=c.key,
             min_values_policy=min_values_policy,
+            offered=offline_placement_offerings(c.node_template),
         )
     except ValueError as error:  # a kubelet or node-template field validation reported
         template = NodeClaimTemplate.from_provisioner(table, c.provisioner, admitted=(), name=c.key)
