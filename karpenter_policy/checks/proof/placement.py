@@ -18,7 +18,8 @@ runs, on the provisioners `check` proved.
 
 Findings (rule ids of `api.violations`): `workload-unschedulable` (error, at the pod template), `overlap` (warning:
 equal-weight provisioners that both take a workload), `shadowed` (warning: a provisioner every workload it could take
-goes to a higher-weight one), `multi-arch` (warning: `proof.architectures`). `limits` warnings come from
+goes to a higher-weight one), `multi-arch` (warning: `proof.architectures`), `placement-group-partition` (warning: a
+partition a placement group may lack, `workloadhints`). `limits` warnings come from
 `proof.limits`, run by every `check`.
 """
 
@@ -42,7 +43,11 @@ from karpenter_policy.checks.proof.architectures import multi_arch_findings
 from karpenter_policy.checks.proof.outcome import WorkloadOutcome, outcomes, plan_passes, replicas_of
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, provisioner_ref
 from karpenter_policy.checks.proof.solver import Verdict
-from karpenter_policy.checks.proof.workloadhints import label_hint_findings, topology_key_findings
+from karpenter_policy.checks.proof.workloadhints import (
+    label_hint_findings,
+    partition_findings,
+    topology_key_findings,
+)
 from karpenter_policy.checks.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workloads
 from karpenter_policy.model import labels as wk
@@ -964,6 +969,8 @@ def check_workloads(
     v1_labels = wk.V1_INSTANCE_LABELS if any(c.provisioner.kind == NODEPOOL_KIND for c in checked) else frozenset()
     report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog), v1_labels))
     report.findings.extend(topology_key_findings(found.topology_keys, result.domain_keys))
+    if any(offline_placement_offerings(c.node_template) for c in checked):
+        report.findings.extend(partition_findings(found.label_uses))
     report.findings.extend(multi_arch_findings(result.placements, InstanceTable.of_catalog(catalog)))
     capacity = capacity_of(result.plan, pricing, estimated, priced.region)
     return WorkloadCheck(result.placements, capacity)

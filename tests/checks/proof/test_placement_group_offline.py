@@ -40,9 +40,23 @@ def test_the_example_spread_over_partitions_is_schedulable(tmp_path: Path) -> No
     assert workload["schedulable"], workload
 
 
-def test_a_pod_pinned_to_a_partition_a_group_may_have_is_schedulable(tmp_path: Path) -> None:
+def test_a_pod_pinned_to_a_partition_a_group_may_have_is_placed_with_a_warning(tmp_path: Path) -> None:
+    """Partition 3 exists only if the group is a partition group of 3 or more: placed, and the warning says check
+    cannot know it (no silent pass)."""
     code, report = check_workloads(tmp_path, POLICIES, _pinned("3"))
     assert code == 0, _errors(report)
+    (warning,) = [f for f in report["findings"] if f["rule"] == "placement-group-partition"]
+    assert warning["severity"] == "warning"
+    assert warning["line"] == line_of(tmp_path, "nodeSelector")
+    assert "partition 3 " in warning["message"] and "at least 3 partitions" in warning["message"]
+
+
+def test_no_partition_warning_without_a_placement_group(tmp_path: Path) -> None:
+    """A class without a `placementGroupSelector`: no partition warning."""
+    policies = POLICIES.replace("  placementGroupSelector:\n    name: hdfs\n", "")
+    assert "placementGroupSelector:" not in policies
+    _, report = check_workloads(tmp_path, policies, _pinned("3"))
+    assert not [f for f in report["findings"] if f["rule"] == "placement-group-partition"]
 
 
 def test_a_pod_pinned_to_partition_8_is_an_error_at_its_line(tmp_path: Path) -> None:
@@ -53,3 +67,4 @@ def test_a_pod_pinned_to_partition_8_is_an_error_at_its_line(tmp_path: Path) -> 
     assert error["rule"] == "workload-unschedulable"
     assert error["line"] == line_of(tmp_path, "spec:")  # the pod template: where workload-unschedulable points
     assert "1, 2, 3, 4, 5, 6, 7 only" in str(error["message"]), error
+    assert not [f for f in report["findings"] if f["rule"] == "placement-group-partition"]
