@@ -243,11 +243,12 @@ class NodeClaimTemplate:
         admitted: Iterable[str] | None = None,
         name: str | None = None,
         min_values_policy: str = STRICT,
+        offered: Mapping[str, tuple[str, ...]] | None = None,
     ) -> NodeClaimTemplate:
         """The template of a (defaulted) Provisioner; `node_template` is the spec of the AWSNodeTemplate it
         references, or its inline provider (AMI family, block device mappings); `name`: the template's name when
         not the provisioner's (a NodePool's `NodePool/<name>`; its nodes' label still names the NodePool; its
-        `minValues` kept under `min_values_policy`). ValueError names a bad field."""
+        `minValues` kept under `min_values_policy`); `offered`: see the field. ValueError names a bad field."""
         node = node_configuration(provisioner.kubelet, node_template)
         return cls.build(
             table,
@@ -265,6 +266,7 @@ class NodeClaimTemplate:
             owner=provisioner.name,
             min_values=provisioner.min_values,
             min_values_policy=min_values_policy,
+            offered=offered,
         )
 
     @classmethod

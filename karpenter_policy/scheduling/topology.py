@@ -239,9 +239,10 @@ class TopologyGroup:
         best, best_count = None, math.inf
         for domain in self._candidates(node_domains):
             count = self.counts.get(domain, 0) + own
-            if count - lowest <= self.spec.max_skew and count < best_count:
+            # a tie goes to a domain other than "" (Karpenter's pick among ties is Go's map order)
+            if count - lowest <= self.spec.max_skew and (count < best_count or (count == best_count and best == "")):
                 best, best_count = domain, count
-        if best is None:
+        if not best:  # Karpenter's `minDomain == ""`: no domain, and the domain "" (a label's empty value) is none
             return Requirement(self.key, False)  # DoesNotExist: no domain
         if _only(node_domains, best):  # the node's own domain: the same set, not a copy to compare
             return node_domains

@@ -33,7 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
-from karpenter_policy.api.v1.launchsettings import PLACEMENT_GROUP, LaunchSettingsError, ami_terms, selectors
+from karpenter_policy.api.v1.launchsettings import (
+    MAX_PARTITIONS,
+    PLACEMENT_GROUP,
+    LaunchSettingsError,
+    ami_terms,
+    selectors,
+)
 from karpenter_policy.cloud.amiselection import ID_KEYS
 from karpenter_policy.cloud.aws.amis import NAME_KEY, OWNERS_KEY
 from karpenter_policy.cloud.aws.api import AwsApi
@@ -45,8 +51,8 @@ VPC_CIDR = "10.0.0.0/16"
 SUBNET_PREFIX = 22
 MATCH_ANY_VALUE = "simulated"
 NAME_TAG = "Name"
-#: The partitions of the placement group an EC2NodeClass names (EC2 allows at most 7 per zone).
-PARTITIONS = 7
+#: The partitions of the placement group an EC2NodeClass names (EC2's most per zone).
+PARTITIONS = MAX_PARTITIONS
 
 
 @dataclass(slots=True)

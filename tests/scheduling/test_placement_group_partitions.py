@@ -110,3 +110,38 @@ def test_a_pod_requiring_a_partition_the_group_does_not_have_is_not_scheduled() 
     world = _world({})  # no placement group: the undefined well-known label is allowed, as before
     pod = make_pod(cpu="1", node_requirements=[requirement(PARTITION, "In", "4")])
     assert world.provision(pod).claims
+
+
+def test_a_node_whose_partition_is_still_empty_is_the_domain_empty_string() -> None:
+    """A claim launched with no partition pinned carries `placement-group-partition: ""` (v1.14.1's sentinel) until
+    the registration hook writes EC2's number. v1.14.1 syncs the claim's labels onto the Node before it runs the
+    hooks (core lifecycle/registration.go:103-107), and `StateNode.Labels` is the claim's while unregistered
+    (state/statenode.go:296-309), so a pass in between finds the label: `countDomains` makes `""` a domain (topology.go
+    :387-394) and `domainMinCount` takes it into the minimum (topologygroup.go:300-321), but `nextDomainTopologySpread`
+    never picks it (topologygroup.go:292-295: `minDomain == ""` is DoesNotExist). So the spread's minimum stays 0: of
+    four pods spreading with maxSkew 1 over three partitions, the fourth waits — and is placed once the hook has
+    filled in the partition. (The old code made a claim for partition `""`.)"""
+    world = _world()
+    pending = world.add_node(labels={wk.PLACEMENT_GROUP_ID: GROUP, PARTITION: ""})  # no room: it takes no pod
+    pods = make_pods(4, cpu="1", labels=LABELS, spread_constraints=[spread(PARTITION)])
+    plan = world.provision(*pods)
+    assert sorted(tuple(c.requirements[PARTITION].values) for c in plan.claims) == [("1",), ("2",), ("3",)]
+    assert world.skew(PARTITION) == [1, 1, 1]
+    world.not_scheduled(pods[3])
+    pending.labels[PARTITION] = "2"  # the registration hook: EC2 says partition 2
+    world.provision(pods[3])
+    assert world.skew(PARTITION) == [1, 1, 2]
+
+
+def test_a_spread_pod_never_lands_on_a_node_in_the_domain_empty_string() -> None:
+    """topologygroup.go:292-295: the domain a spread picks is never `""` (Go's "none found"), even for a node whose
+    label is `""` and that has room: the pod goes to a new claim in a partition. (The old code put it on that node,
+    whose partition it could not know.)"""
+    world = _world()
+    room = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    pending = world.add_node(labels={wk.PLACEMENT_GROUP_ID: GROUP, PARTITION: ""}, allocatable=room)
+    pod = make_pod(cpu="1", labels=LABELS, spread_constraints=[spread(PARTITION)])
+    plan = world.provision(pod)
+    assert world.scheduled(pod) is not pending
+    (claim,) = plan.claims
+    assert claim.requirements[PARTITION].values == frozenset({"1"})

@@ -134,6 +134,22 @@ MULTI_ARCH = Rule(
 )
 
 
+PLACEMENT_GROUP_PARTITION = Rule(
+    id="placement-group-partition",
+    severity=WARNING,
+    summary="A workload requires a placement group partition that check cannot know the group has.",
+    description=(
+        "check --workloads: a workload's node selector or required node affinity names a partition (1 to 7) of "
+        "karpenter.k8s.aws/placement-group-partition, and a NodePool's EC2NodeClass has a placementGroupSelector. "
+        "check asks no cloud, so it places the pod as if the group were a partition group with that many "
+        "partitions (EC2 allows 7 per zone); in the cluster a group with fewer partitions, or a cluster or spread "
+        "group, has no such partition and the pod stays pending. A partition above 7 is a workload-unschedulable "
+        "error. A warning: check the group's strategy and partition count."
+    ),
+    karpenter="aws-v1 pkg/providers/instancetype/offering/placement_group_resolver.go: ResolveOfferings",
+)
+
+
 RULES = (
     INVALID_WORKLOAD,
     INVALID_REPLICAS,
@@ -144,4 +160,5 @@ RULES = (
     SHADOWED,
     PLACEMENT_TEST_FAILED,
     MULTI_ARCH,
+    PLACEMENT_GROUP_PARTITION,
 )

@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
+from karpenter_policy.model import labels as wk
 
 #: Fields the launch settings keep as they are.
 _SAME_FIELDS: Final = (
@@ -60,6 +61,8 @@ _SAME_FIELDS: Final = (
 PUBLIC_IP: Final = "associatePublicIPAddress"
 #: The placement group the nodes launch into: {name} or {id} (`cloud.aws.placementgroups` resolves it).
 PLACEMENT_GROUP: Final = "placementGroupSelector"
+#: The most partitions a partition placement group has in a zone (EC2's limit).
+MAX_PARTITIONS: Final = 7
 #: The network interfaces (network card, device index, `interface` or `efa-only`) the launch template carries.
 NETWORK_INTERFACES: Final = "networkInterfaces"
 #: The CPU options (`nestedVirtualization`) the launch template carries.
@@ -193,6 +196,8 @@ def launch_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
+    "MAX_PARTITIONS",
+    "offline_placement_offerings",
     "AMI_TERMS",
     "CONNECTION_TRACKING",
     "CONTEXT",
@@ -212,3 +217,14 @@ __all__ = [
     "launch_settings",
     "selectors",
 ]
+
+
+def offline_placement_offerings(spec: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
+    """What a class's placement group adds to its types' topology domains when no cloud is asked (`check
+    --workloads`, `plan`): the partitions `1` … :data:`MAX_PARTITIONS` of `karpenter.k8s.aws/placement-group-partition`
+    when the class has a `placementGroupSelector`, since the group's strategy and partition count are EC2's to say
+    (the controller asks: `AwsCloudProvider.placement_requirements`); nothing without one. Its id is not known
+    offline, so `placement-group-id` is no domain here."""
+    if spec is None or not isinstance(spec.get(PLACEMENT_GROUP), Mapping) or not spec[PLACEMENT_GROUP]:
+        return {}
+    return {wk.PLACEMENT_GROUP_PARTITION: tuple(str(i) for i in range(1, MAX_PARTITIONS + 1))}

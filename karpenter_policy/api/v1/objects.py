@@ -272,6 +272,8 @@ class EC2NodeClass:
     metadata_options: Mapping[str, Any] | None = None
     network_interfaces: tuple[Mapping[str, Any], ...] = ()
     cpu_options: Mapping[str, Any] | None = None
+    #: `spec.placementGroupSelector` ({name} or {id}), None without one.
+    placement_group: Mapping[str, Any] | None = None
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> EC2NodeClass:
@@ -295,6 +297,7 @@ class EC2NodeClass:
             metadata_options=spec.get("metadataOptions"),
             network_interfaces=tuple(dict(n) for n in spec.get(NETWORK_INTERFACES) or [] if isinstance(n, Mapping)),
             cpu_options=dict(options) if isinstance(options := spec.get(CPU_OPTIONS), Mapping) else None,
+            placement_group=_placement_group(spec.get(_PLACEMENT_GROUP)),
         )
 
     def node_template(self) -> dict[str, Any]:
@@ -302,7 +305,8 @@ class EC2NodeClass:
         the AMI family, the block device mappings, the instance-store policy (RAID0: the nodes' ephemeral storage
         is the instance store, `NodeConfiguration.ephemeral_storage_of`) and, when set, the network interfaces
         (the `efa-only` ones on card 0 are ENIs the pods do not get, `model.allocatable.efa_only_enis`; they all
-        decide the EFA offered and which types can launch, `model.nodeclassfit`) and the CPU options."""
+        decide the EFA offered and which types can launch, `model.nodeclassfit`) the CPU options and the
+        `placementGroupSelector` (its partitions are topology domains: `launchsettings.offline_placement_offerings`)."""
         template: dict[str, Any] = {"blockDeviceMappings": [dict(m) for m in self.block_device_mappings]}
         if self.ami_family is not None:
             template["amiFamily"] = arithmetic_family(self.ami_family)
@@ -312,7 +316,19 @@ class EC2NodeClass:
             template[NETWORK_INTERFACES] = [dict(n) for n in self.network_interfaces]
         if self.cpu_options is not None:
             template[CPU_OPTIONS] = dict(self.cpu_options)
+        if self.placement_group:
+            template[_PLACEMENT_GROUP] = dict(self.placement_group)
         return template
+
+
+#: The EC2NodeClass field naming its placement group (`api.v1.launchsettings.PLACEMENT_GROUP`, which imports this
+#: module).
+_PLACEMENT_GROUP: Final = "placementGroupSelector"
+
+
+def _placement_group(selector: object) -> dict[str, Any] | None:
+    """A `placementGroupSelector` as read: a non-empty mapping, else None."""
+    return dict(selector) if isinstance(selector, Mapping) and selector else None
 
 
 def alias_family(terms: Sequence[Mapping[str, Any]]) -> str | None:

@@ -18,7 +18,8 @@ runs, on the provisioners `check` proved.
 
 Findings (rule ids of `api.violations`): `workload-unschedulable` (error, at the pod template), `overlap` (warning:
 equal-weight provisioners that both take a workload), `shadowed` (warning: a provisioner every workload it could take
-goes to a higher-weight one), `multi-arch` (warning: `proof.architectures`). `limits` warnings come from
+goes to a higher-weight one), `multi-arch` (warning: `proof.architectures`), `placement-group-partition` (warning: a
+partition a placement group may lack, `workloadhints`). `limits` warnings come from
 `proof.limits`, run by every `check`.
 """
 
@@ -30,6 +31,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
+from karpenter_policy.api.v1.launchsettings import offline_placement_offerings
 from karpenter_policy.api.v1.static import LEFT_OUT, NO_DYNAMIC_NODEPOOLS
 from karpenter_policy.api.violations import ERROR, OVERLAP, SHADOWED, WARNING, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.api.workloads import scale_key
@@ -41,7 +43,11 @@ from karpenter_policy.checks.proof.architectures import multi_arch_findings
 from karpenter_policy.checks.proof.outcome import WorkloadOutcome, outcomes, plan_passes, replicas_of
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner, provisioner_ref
 from karpenter_policy.checks.proof.solver import Verdict
-from karpenter_policy.checks.proof.workloadhints import label_hint_findings, topology_key_findings
+from karpenter_policy.checks.proof.workloadhints import (
+    label_hint_findings,
+    partition_findings,
+    topology_key_findings,
+)
 from karpenter_policy.checks.source.runtimeclasses import KIND as RUNTIME_CLASS
 from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workloads
 from karpenter_policy.model import labels as wk
@@ -82,7 +88,8 @@ def templates_for(
 ) -> list[NodeClaimTemplate]:
     """The scheduler's node claim template of each proven provisioner (one that is not proven admits no type, and says
     why when it takes nothing); a NodePool's keeps its minValues under `min_values_policy`. A static NodePool has
-    none: Karpenter v1.14.1 leaves it out of scheduling, StaticCapacity gate on or off (`api.v1.static`)."""
+    none: Karpenter v1.14.1 leaves it out of scheduling, StaticCapacity gate on or off (`api.v1.static`). A class with a
+    `placementGroupSelector` offers partitions 1 … 7 (`offline_placement_offerings`: no cloud is asked)."""
     return [_template(c, table, min_values_policy) for c in checked if not c.static]
 
 
@@ -110,6 +117,7 @@ def _template(c: CheckedProvisioner, table: InstanceTable, min_values_policy: st
             admitted=admitted,
             name=c.key,
             min_values_policy=min_values_policy,
+            offered=offline_placement_offerings(c.node_template),
         )
     except ValueError as error:  # a kubelet or node-template field validation reported
         template = NodeClaimTemplate.from_provisioner(table, c.provisioner, admitted=(), name=c.key)
@@ -961,6 +969,8 @@ def check_workloads(
     v1_labels = wk.V1_INSTANCE_LABELS if any(c.provisioner.kind == NODEPOOL_KIND for c in checked) else frozenset()
     report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog), v1_labels))
     report.findings.extend(topology_key_findings(found.topology_keys, result.domain_keys))
+    if any(offline_placement_offerings(c.node_template) for c in checked):
+        report.findings.extend(partition_findings(found.label_uses))
     report.findings.extend(multi_arch_findings(result.placements, InstanceTable.of_catalog(catalog)))
     capacity = capacity_of(result.plan, pricing, estimated, priced.region)
     return WorkloadCheck(result.placements, capacity)

@@ -1,7 +1,8 @@
 """Typo hints on what workloads ask of nodes (`check --workloads`): a nodeSelector or node-affinity key that looks
 like a well-known key (`unknown-label-key`), a value of a well-known key that no instance type or offering of the
 catalog carries (`unknown-label-value`, with the nearest valid value), a topology key no node of the provisioners
-has (`unknown-topology-key`, with the nearest key they do have). Warnings: the verdict on the workload says
+has (`unknown-topology-key`, with the nearest key they do have), a placement group partition the tool cannot know
+the group has (`placement-group-partition`). Warnings: the verdict on the workload says
 whether it can still be placed. The words and the nearest value are the Provisioner checks' (`domains`)."""
 
 from __future__ import annotations
@@ -9,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from karpenter_policy.api.provisionerrules import unknown_key_message
-from karpenter_policy.api.violations import UNKNOWN_LABEL_KEY, UNKNOWN_LABEL_VALUE, UNKNOWN_TOPOLOGY_KEY, WARNING
+from karpenter_policy.api.v1.launchsettings import MAX_PARTITIONS
+from karpenter_policy.api.violations import (
+    PLACEMENT_GROUP_PARTITION,
+    UNKNOWN_LABEL_KEY,
+    UNKNOWN_LABEL_VALUE,
+    UNKNOWN_TOPOLOGY_KEY,
+    WARNING,
+)
 from karpenter_policy.catalog.table import CatalogTable
 from karpenter_policy.checks.findings import Finding
 from karpenter_policy.checks.proof.absence import known_name
@@ -18,7 +26,7 @@ from karpenter_policy.checks.source.workloads import LabelUse, TopologyKeyUse
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.spelling import nearest_name
 
-__all__ = ["label_hint_findings", "topology_key_findings"]
+__all__ = ["label_hint_findings", "partition_findings", "topology_key_findings"]
 
 
 def label_hint_findings(
@@ -47,6 +55,26 @@ def label_hint_findings(
             if use.operator == "NotIn":
                 text += " This NotIn excludes nothing."
             findings.append(Finding(UNKNOWN_LABEL_VALUE, WARNING, text, use.file, line, column, use.workload))
+    return findings
+
+
+def partition_findings(uses: Iterable[LabelUse]) -> list[Finding]:
+    """A `placement-group-partition` warning for each partition 1 … 7 a workload requires (`In`): offline a class's
+    placement group offers them all (`launchsettings.offline_placement_offerings`), and whether the group has that
+    partition is EC2's to say. Call it only when some checked class has a `placementGroupSelector`."""
+    findings: list[Finding] = []
+    for use in uses:
+        if wk.normalize_key(use.key) != wk.PLACEMENT_GROUP_PARTITION or use.operator != "In":
+            continue
+        for value, line, column in use.values:
+            if not value.isdigit() or not 1 <= int(value) <= MAX_PARTITIONS:
+                continue  # not a partition any group has: the workload's verdict says so
+            message = (
+                f"partition {value} of its EC2NodeClass's placement group exists only if the group is a partition "
+                f"group with at least {value} partitions (EC2 allows {MAX_PARTITIONS} per zone): check asks no "
+                "cloud, so it places the pod as if it did"
+            )
+            findings.append(Finding(PLACEMENT_GROUP_PARTITION, WARNING, message, use.file, line, column, use.workload))
     return findings
 
 
