@@ -61,6 +61,11 @@ SPACES = ("", "", "", " ", "\t", "\n", "\u00a0", "\u2028", "\u3000", "\x1c")
 DIGIT_COUNTS = (0, 1, 1, 2, 3, 9, 18, 19, 20, 30, 400, 5000)
 
 edge_ints = st.sampled_from(EDGE_INTS)
+#: The edge ints below 10^4000, above 0 or from 0, and within int32: drawn from per example, computed once (each
+#: comparison with 10**4000 made the bigint anew).
+EDGE_INTS_BELOW_4000_DIGITS = tuple(i for i in EDGE_INTS if 0 <= i < 10**4000)
+POSITIVE_EDGE_INTS_BELOW_4000_DIGITS = tuple(i for i in EDGE_INTS if 0 < i < 10**4000)
+EDGE_INT32S = tuple(i for i in EDGE_INTS if 0 <= i < 2**31)
 edge_floats = st.sampled_from(EDGE_FLOATS)
 
 
@@ -91,7 +96,7 @@ def valid_quantities(draw: st.DrawFn) -> Any:
     """A quantity the schema and Kubernetes accept: the edges are in its size (beyond int64, nano, exponents up to
     int32's bound), not its spelling."""
     if draw(integers(0, 3)) == 0:
-        return pick(draw, (*[i for i in EDGE_INTS if 0 <= i < 10**4000], 0.5, 1.5, 1e16, 1e308, 5e-324))
+        return pick(draw, (*EDGE_INTS_BELOW_4000_DIGITS, 0.5, 1.5, 1e16, 1e308, 5e-324))
     whole = pick(draw, ("0", "1", "2", "100", "4000", "9223372036854775807", "9223372036854775808", "9" * 30,
                         "9" * 4400, "1" + "0" * 25))
     fraction = pick(draw, ("", "", ".5", ".000000001", ".0000000001", "." + "3" * 40))
@@ -329,9 +334,9 @@ def limit_cases(draw: st.DrawFn) -> Case:
                 if field == "evictionSoft":
                     kubelet["evictionSoftGracePeriod"] = {k: "1m" for k in kubelet[field]}
         if draw(integers(0, 3)) == 0:
-            kubelet["maxPods"] = pick(draw, [i for i in EDGE_INTS if 0 <= i < 2**31] if tame else EDGE_INTS)
+            kubelet["maxPods"] = pick(draw, EDGE_INT32S if tame else EDGE_INTS)
         if draw(integers(0, 3)) == 0:
-            kubelet["podsPerCore"] = pick(draw, [i for i in EDGE_INTS if 0 <= i < 2**31] if tame else EDGE_INTS)
+            kubelet["podsPerCore"] = pick(draw, EDGE_INT32S if tame else EDGE_INTS)
         docs.append(doc)
     if draw(integers(0, 3)):
         template = node_template(draw, "default")
@@ -430,7 +435,7 @@ CATALOG_EDGE: tuple[Any, ...] = (*EDGE_INTS[:-2], *EDGE_FLOATS, *ODD_VALUES, "",
 def catalog_cases(draw: st.DrawFn) -> Case:
     types = []
     tame = draw(integers(0, 2)) > 0  # valid types, their numbers at the edges: they reach the consumers
-    big = [i for i in EDGE_INTS if 0 < i < 10**4000]
+    big = POSITIVE_EDGE_INTS_BELOW_4000_DIGITS
     for index in range(draw(integers(1 if tame else 0, 5))):
         entry = copy.deepcopy(INSTANCE_TYPE)
         entry["name"] = f"t{index}.{pick(draw, ('nano', 'large', 'metal'))}" if tame else pick(

@@ -90,7 +90,11 @@ def _clean_scratch() -> Iterator[None]:
 
 
 def _write(name: str, content: bytes) -> str:
+    """`content` in the scratch file `name`, a new file each time: rewriting one in place (truncating it) makes ext4
+    flush it to disk at close (auto_da_alloc), milliseconds of waiting per example on a busy machine."""
     path = os.path.join(_scratch(), name)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
     with open(path, "wb") as handle:
         handle.write(content)
     return path
