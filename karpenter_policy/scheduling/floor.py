@@ -83,14 +83,26 @@ def _unit_price(templates: Iterable[NodeClaimTemplate], resource: int) -> float:
     """The lowest price per unit of `resource` a new node of any template offers (0 when no type has a price and
     room for it: no bound)."""
     lowest = math.inf
-    anywhere = (Requirement.exists(wk.ZONE), Requirement.exists(wk.CAPACITY_TYPE))
     for template in templates:
-        prices = template.table.prices(*anywhere)
-        allocatable = template.shapes.allocatable
-        overhead = template.overhead[resource]
-        types = template.types
-        for i, price in prices.items():
-            room = allocatable[i][resource] - overhead
-            if types >> i & 1 and room > 0:
-                lowest = min(lowest, price / room)
+        lowest = min(lowest, _template_unit_price(template, resource))
     return 0.0 if math.isinf(lowest) else lowest
+
+
+def _template_unit_price(template: NodeClaimTemplate, resource: int) -> float:
+    """The lowest price per unit of `resource` a new node of `template` offers (inf: none), worked out once for its
+    types and DaemonSet overhead (`NodeClaimTemplate.unit_prices`)."""
+    overhead = template.overhead[resource]
+    key = (resource, template.types, overhead)
+    found = template.unit_prices.get(key)
+    if found is not None:
+        return found
+    lowest = math.inf
+    prices = template.table.prices(Requirement.exists(wk.ZONE), Requirement.exists(wk.CAPACITY_TYPE))
+    allocatable = template.shapes.allocatable
+    types = template.types
+    for i, price in prices.items():
+        room = allocatable[i][resource] - overhead
+        if types >> i & 1 and room > 0:
+            lowest = min(lowest, price / room)
+    template.unit_prices[key] = lowest
+    return lowest

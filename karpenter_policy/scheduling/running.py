@@ -133,6 +133,25 @@ class WithoutNodes:
         return [p for p in found if p.node_name not in self.nodes]
 
 
+class WithoutPods:
+    """The running pods but `uids` (what provisioning asks: the pods it places again count where they will go, not
+    where they run — v1.14.1's topology `excludedPods`, core pkg/controllers/provisioning/scheduling/topology.go)."""
+
+    def __init__(self, running: PodsForTopology, uids: Collection[str]) -> None:
+        self.running = running
+        self.uids = uids
+
+    def anti_affine(self) -> list[ClusterPod]:
+        """The anti-affine pods, the ones left out excepted."""
+        return [p for p in self.running.anti_affine() if p.pod.uid not in self.uids]
+
+    def candidates(
+        self, scope: NamespaceScope, selector: LabelSelector, namespace_labels: Mapping[str, Mapping[str, str]]
+    ) -> list[ClusterPod]:
+        found = self.running.candidates(scope, selector, namespace_labels)
+        return [p for p in found if p.pod.uid not in self.uids]
+
+
 def as_running(pods: PodsForTopology | Iterable[ClusterPod]) -> PodsForTopology:
     """An index of `pods` (anything that answers topology's questions is returned as it is)."""
     if isinstance(pods, PodsForTopology):
@@ -152,4 +171,4 @@ def _discard(index: dict[K, dict[str, ClusterPod]], key: K, uid: str) -> None:
             del index[key]
 
 
-__all__ = ["ClusterPod", "PodsForTopology", "RunningPods", "WithoutNodes", "as_running"]
+__all__ = ["ClusterPod", "PodsForTopology", "RunningPods", "WithoutNodes", "WithoutPods", "as_running"]

@@ -83,6 +83,8 @@ class NodeClaimTemplate:
     _zone: Requirement = field(init=False)
     _capacity_type: Requirement = field(init=False)
     _domains: dict[str, frozenset[str]] | None = field(default=None, init=False, repr=False)
+    #: `floor`'s lowest price per unit of a resource, by (resource, types, overhead of it): the same every run
+    unit_prices: dict[tuple[int, int, int], float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._zone = self.requirements.get_or_exists(wk.ZONE)

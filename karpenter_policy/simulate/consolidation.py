@@ -8,8 +8,9 @@ NodePool's budget (`Inputs.disrupting`) and their replacements no candidates (`I
 no room for a candidate's pods); a Provisioner's command waits until none is under way. In virtual seconds from the
 plan's start, a command starts once held for validation (the controller's 15 s) and is done once its replacements
 are initialized (`Timing.node_startup`) and its nodes drained (`waves.drain_of`); when nothing more can start, time
-moves to the next command done (the moves started after it are of the next `wave`). A command's pods are counted on
-the nodes that take them from its start.
+moves to the next command done (the moves started after it are of the next `wave`). A NodePool's command's pods stay
+bound to its nodes until the drain, and each later decision places them again (v1.14.1's `SimulateScheduling`,
+core pkg/controllers/disruption/helpers.go:99).
 
 The snapshot is fed to the controller's :class:`~karpenter_policy.reconcile.state.cluster.ClusterState` as its
 informers would feed it, after one translation: a node of a HEAD Provisioner is *adopted* — annotated with its
@@ -29,11 +30,13 @@ never), and a node that takes pods in a move has a pod event then — it is not 
 `ValidateNodeDisruptable`, `disruption/events/events.go`). Its candidates go by price over reschedule cost, highest
 first, as v1.14.1's `sortCandidates` (the decider's `balanced.ordered`; single-node one NodePool at a time in turn).
 
-A command is carried out as the controller ends it: the pods of the nodes it removes go where its scheduling
-simulation put them (room on other nodes, or the new node it launches, the cheapest offering of the command's
-options), and the nodes are gone. A replacement is a candidate of a later command only once initialized: a
-Provisioner's at once (its move is complete when its replacement is up), a NodePool's once its command is done.
-Expiry and drift are left out (decided from the consolidation stages on: BASE = HEAD changes nothing).
+A command is carried out as the controller ends it: a Provisioner's pods go where its scheduling simulation put them
+(room on other nodes, or the new node it launches, the cheapest offering of the command's options); a NodePool's,
+at its drain, where the provisioner's simulation then puts them (initialized nodes first, a replacement in flight
+when none has room, a new node — `provisioning-N` — only when nothing else takes them), the nodes taking them
+having a pod event then; and the nodes are gone. A replacement is a candidate of a later command only once
+initialized: a Provisioner's at once (its move is complete when its replacement is up), a NodePool's once its
+command is done. Expiry and drift are left out (decided from the consolidation stages on: BASE = HEAD changes nothing).
 
 The snapshot's PersistentVolumeClaims, PersistentVolumes and StorageClasses feed the state's volume index, each kind
 the snapshot read marked listed (`commands.plan.volumes.kinds_read`): the controller's simulation keeps a pod in its
@@ -54,7 +57,7 @@ import functools
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from karpenter_policy.api.constraintset import ConstraintSet, provider_settings
 from karpenter_policy.api.objects import Provisioner
@@ -83,6 +86,7 @@ from karpenter_policy.reconcile.disruption.budgets import budget_mapping
 from karpenter_policy.reconcile.disruption.decider import (
     DRIFT,
     WHEN_EMPTY,
+    Candidate,
     Command,
     Decider,
     Decision,
@@ -98,7 +102,7 @@ from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord
 from karpenter_policy.reconcile.state.rescheduled import movable
 from karpenter_policy.reconcile.templates import Templates
-from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate, SchedulerOptions
+from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate, Plan, SchedulerOptions
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.vectors import as_resources
 
@@ -246,7 +250,7 @@ class _Run:
         for kind, items in ((objects.DAEMON_SET, snapshot.daemon_sets), (objects.POD, snapshot.pods)):
             for item in items:
                 self.state.apply(kind, "ADDED", item)
-        self._launches = 0
+        self._launches = self._provisioned = 0
 
     def inputs(self) -> Inputs:
         view = disruption_view(self.state)
@@ -286,37 +290,34 @@ class _Run:
         self.result.not_candidates = [NotCandidate(n, why) for n, why in sorted(found.items())]
 
     def start(self, command: Command, inputs: Inputs) -> None:
-        """The command under way: its pods given the room its simulation found (on the other nodes, or on the
-        nodes it launches — initialized later when it runs beside others, at once when alone), so that the next
-        decision counts them there; a node that takes pods has a pod event now. Its nodes stay until it finishes."""
-        plan = self.decider.simulate(inputs, command.candidates)
-        moving = {pod.uid for c in command.candidates for pod in c.pods}
+        """The command under way: its replacements launched (initialized later when it runs beside others, at once
+        when alone) and its nodes marked for deletion. A Provisioner's command is carried out before the next
+        decision (v0.31.1), so its pods go where its simulation put them now. A NodePool's command's pods stay bound
+        to its nodes until the drain (:meth:`finish`), as v1.14.1's: each later decision's simulation places them
+        again (`SimulateScheduling`'s `deletingNodes.CurrentlyReschedulablePods`, core
+        pkg/controllers/disruption/helpers.go:99)."""
         evicted: Counter[str] = Counter()
         for candidate in command.candidates:
             for pod in candidate.pods:
                 evicted[self.workload.get(pod.key, pod.key)] += 1
-        targets: dict[str, str] = {}
-        for existing, pods in plan.existing.items():
-            targets.update({pod.uid: existing for pod in pods if pod.uid in moving})
         side_by_side = runs_side_by_side(command)
+        moving = {pod.uid for c in command.candidates for pod in c.pods}
+        targets: dict[str, str] = {}
+        if not side_by_side:
+            targets = _targets(self.decider.simulate(inputs, command.candidates), command.candidates)
         launched, names = [], []
         for claim in command.replacements:
             self._launches += 1
             name = f"consolidation-{self._launches}"
             node = _launched(name, claim, self.sets[claim.template], self.types, initialized=not side_by_side)
             self.state.apply(objects.NODE, "ADDED", node)
-            targets.update({pod.uid: name for pod in claim.pods if pod.uid in moving})
+            if not side_by_side:
+                targets.update({pod.uid: name for pod in claim.pods if pod.uid in moving})
             launched.append(claim.instance_type)
             names.append(name)
         self.state.mark_for_deletion(command.names)  # as the controller's queue starts it (`MarkForDeletion`)
-        for name in sorted(command.names):
-            for record in self.state.pods_on(name):
-                target = targets.get(record.uid)
-                if target is None:  # a DaemonSet's or a finished pod: it goes with its node
-                    continue
-                moved = {**record.obj, "spec": {**record.obj["spec"], "nodeName": target}}  # the rest shared
-                self.pod_events[target] = self.now
-                self.state.apply(objects.POD, "MODIFIED", moved)
+        if not side_by_side:
+            self._bind(command, targets)
         saved = command.savings * HOURS_PER_MONTH if command.savings is not None else None
         self.clock += DEFAULT_VALIDATION  # each consolidation is held 15 s and checked again before it starts
         start = self.now + dt.timedelta(seconds=self.clock) if side_by_side else None
@@ -325,6 +326,44 @@ class _Run:
         underway = Underway(command, names, self.clock)
         self.underway.start(underway)
         self.finishes[id(underway)] = self.clock + self.seconds(command, bool(names))
+
+    def _bind(self, command: Command, targets: Mapping[str, str]) -> None:
+        """The command's pods bound to the nodes `targets` names (pod uid → node); a node that takes pods has a pod
+        event then. A pod without a target — a DaemonSet's or a finished pod — goes with its node."""
+        for name in sorted(command.names):
+            for record in self.state.pods_on(name):
+                target = targets.get(record.uid)
+                if target is None:
+                    continue
+                moved = {**record.obj, "spec": {**record.obj["spec"], "nodeName": target}}  # the rest shared
+                self.pod_events[target] = self.now
+                self.state.apply(objects.POD, "MODIFIED", moved)
+
+    def _drained(self, command: Command) -> None:
+        """A NodePool's command drained: its pods, evicted, are placed as the provisioner's simulation places them
+        now — the room of the nodes left (first fit, as the plan's waves place a drain's pods), the replacements in
+        flight counted as v1.14.1's provisioner counts them, the other nodes being deleted keeping their pods' room
+        (`deletingNodes.CurrentlyReschedulablePods`) — and kube-scheduler binds them there. A pod only a new node
+        takes gets one, launched for it as provisioning launches (`provisioning-N`, initialized when it binds); one
+        nothing takes is left pending."""
+        plan = self.decider.simulate(self.inputs(), command.candidates)
+        targets = _targets(plan, command.candidates)
+        for claim in plan.claims:
+            pods = [pod for pod in claim.pods if pod.uid not in targets]
+            if not pods:
+                continue
+            self._provisioned += 1
+            name = f"provisioning-{self._provisioned}"
+            node = _launched(name, claim, self.sets[claim.template], self.types, initialized=True)
+            self.state.apply(objects.NODE, "ADDED", node)
+            targets.update({pod.uid: name for pod in pods})
+        self._bind(command, targets)
+        moving = {pod.uid for c in command.candidates for pod in c.pods}
+        for name in sorted(command.names):  # nothing takes them: pending (unbound) from the drain on
+            for record in self.state.pods_on(name):
+                if record.uid in moving and record.uid not in targets:
+                    pending = {**record.obj, "spec": {k: v for k, v in record.obj["spec"].items() if k != "nodeName"}}
+                    self.state.apply(objects.POD, "MODIFIED", pending)
 
     @functools.cached_property
     def pdb_budgets(self) -> PdbBudgets:
@@ -349,12 +388,14 @@ class _Run:
     def finish(self, underway: Underway) -> None:
         """The command ends as the controller's does: its replacements initialized, its nodes (and what is left on
         them: DaemonSets' pods) gone."""
-        self.underway.finish(underway)
-        del self.finishes[id(underway)]
         for name in underway.replacements:
             launched = self.state.node(name)
             if launched is not None and not launched.initialized:
                 self.state.apply(objects.NODE, "MODIFIED", _initialized(launched.obj))
+        if underway.nodepools:
+            self._drained(underway.command)
+        self.underway.finish(underway)
+        del self.finishes[id(underway)]
         for name in sorted(underway.command.names):
             for pod in self.state.pods_on(name):
                 self.state.apply(objects.POD, "DELETED", pod.obj)
@@ -427,6 +468,12 @@ def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog:
     run.result.placement = run.placement()
     run.result.nodes = sorted(record.name for record in run.state.nodes())
     return run.result
+
+
+def _targets(plan: Plan, candidates: Sequence[Candidate]) -> dict[str, str]:
+    """Where `plan` puts the candidates' pods (uid → node) among the nodes there, launched or not."""
+    moving = {pod.uid for c in candidates for pod in c.pods}
+    return {pod.uid: node for node, pods in plan.existing.items() for pod in pods if pod.uid in moving}
 
 
 def _nodepool_reason(inputs: Inputs, record: NodeRecord, constraint_set: ConstraintSet, busy: bool) -> str:

@@ -7,6 +7,7 @@ together; a Provisioner's move has none (v0.31.1: one command at a time, tests/p
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import tempfile
 from collections import Counter
@@ -16,10 +17,15 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from karpenter_policy.catalog import load_catalog
+from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.commands.plan.command import plan_command
+from karpenter_policy.commands.plan.consolidation import Consolidation
+from karpenter_policy.commands.plan.drift import PolicySide
+from karpenter_policy.commands.plan.fleet import Fleet
 from karpenter_policy.commands.plan.options import PlanOptions
-from karpenter_policy.simulate.consolidation import consolidate_now
+from karpenter_policy.commands.plan.snapshot import Snapshot
+from karpenter_policy.commands.plan.waves import Timing
+from karpenter_policy.simulate.consolidation import TIMING, consolidate_now
 from tests.plan.snapshots import node, pod, policies, provisioner, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
 from tests.profiles import deterministic
@@ -210,3 +216,80 @@ def test_a_wave_never_takes_more_of_a_nodepool_than_its_budget(fleet: list[tuple
         seen += move["removed"]
     assert len(seen) == len(set(seen))
     assert all(count <= allowed for (_, pool), count in removed.items() if pool != "?")
+
+
+def slot_items(name: str, instance_type: str, pods: list[dict[str, Any]], *, initialized: bool = True,
+               annotations: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """A node of NodePool team-a labelled `slot: x` (no node the NodePool launches has it)."""
+    labels = {**(INITIALIZED if initialized else {}), "team": "a", "slot": "x"}
+    return [pool_node(name, "team-a", instance_type=instance_type, labels=labels, annotations=annotations),
+            claim(name, "team-a", instance_type=instance_type), *pods]
+
+
+def slot_pod(name: str, node_name: str, cpu: str) -> dict[str, Any]:
+    return pod(name, node_name, name, cpu=cpu, node_selector={"slot": "x"})
+
+
+def test_a_later_decision_places_a_deleting_nodes_pods_again(tmp_path: Path) -> None:
+    """Core pkg/controllers/disruption/helpers.go:99 (`SimulateScheduling`: `deletingNodes.CurrentlyReschedulablePods`)
+    and suite_test.go:194 "should allow pods on deleting nodes to reschedule to uninitialized nodes": the pods of a
+    node being deleted stay bound to it until the drain and each later decision places them again, where a pod of a
+    node being deleted may count on a node not initialized yet (a candidate's may not: `UninitializedNodeError`).
+
+    Pods p (800m, on a0) and q (1200m, on b0) only run on `slot: x` nodes: `keep` (m5.large, do-not-disrupt: not a
+    candidate) has room for one of them, `fresh` (m5.large) is not initialized yet. The first command deletes a0 (the
+    higher price over reschedule cost), its simulation putting p on `keep`. The next decision takes b0: q goes onto
+    `keep` and p, placed again, onto `fresh`. Binding p to `keep` from the first command's start (before) left q no
+    initialized room, and b0 stayed. At the drains p goes to `fresh` (nominated, it waits for it) and q to `keep`."""
+    items = [*slot_items("a0", "m5.xlarge", [slot_pod("p", "a0", "800m")]),
+             *slot_items("b0", "m5.large", [slot_pod("q", "b0", "1200m")]),
+             *slot_items("keep", "m5.large", [], annotations=DO_NOT_DISRUPT),
+             *slot_items("fresh", "m5.large", [], initialized=False)]
+    found = captured(tmp_path, [nodepool("team-a", labels="team: a", extra=disruption())], items)
+
+    assert [(m.stage, m.action, m.removed, m.wave) for m in found.moves] == [
+        ("single-node", "delete", ("a0",), 0),
+        ("single-node", "delete", ("b0",), 0),
+    ]
+    assert {k: v for k, v in found.placement.items() if k in ("default/p", "default/q")} == {
+        "default/p": "fresh", "default/q": "keep"}
+    assert found.nodes == ["fresh", "keep"]
+
+
+def captured(root: Path, documents: list[str], items: list[dict[str, Any]]) -> Consolidation:
+    """The plan's consolidation as worked out (with where every pod is at the end, which the JSON leaves out)."""
+    seen: list[Consolidation] = []
+
+    def capture(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog: Catalog, now: dt.datetime,
+                budget: float, timing: Timing = TIMING) -> Consolidation:
+        seen.append(consolidate_now(snapshot, fleet, head, catalog, now, budget, timing))
+        return seen[-1]
+
+    same = v1_policies(root / "p", *documents)
+    file = write(root / "snapshot.json", *items)
+    result = plan_command(PlanOptions(snapshot=(file,), start=START, base=same, head=same), load_catalog(),
+                          consolidate=capture)
+    assert result.exit_code == 0, result.stderr
+    return seen[0]
+
+
+@deterministic(15)
+@given(fleet=FLEETS, allowed=st.integers(min_value=1, max_value=3))
+def test_every_pod_ends_placed_on_a_node_left(fleet: list[tuple[str, str, list[str]]], allowed: int) -> None:
+    """Pods bound to their nodes until the drain and placed again by each decision (helpers.go:99): at the end every
+    pod runs on a node that is still there — none left pending, none on a node a move removed — and a node removed
+    had its pods moved at its drain."""
+    with tempfile.TemporaryDirectory() as directory:
+        documents = [nodepool(f"team-{t}", labels=f"team: {t}", extra=disruption(f"[{{nodes: '{allowed}'}}]"))
+                     for t in ("a", "b")]
+        items: list[dict[str, Any]] = []
+        for i, (team, instance_type, requests) in enumerate(fleet):
+            pods = [team_pod(f"web-{i}-{j}", f"n{i}", team, cpu) for j, cpu in enumerate(requests)]
+            items += pool_items(f"n{i}", f"team-{team}", instance_type, pods)
+        found = captured(Path(directory), documents, items)
+
+    names = {f"default/{item['metadata']['name']}" for item in items if item["kind"] == "Pod"}
+    removed = {name for move in found.moves for name in move.removed}
+    assert set(found.placement) == names
+    assert set(found.placement.values()) <= set(found.nodes)
+    assert not removed & set(found.nodes)

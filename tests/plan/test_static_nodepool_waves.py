@@ -240,3 +240,26 @@ def test_every_removed_nodes_pod_is_placed_or_pending_and_the_cost_adds_up(
     added = (replicas - nodes) if replicas > nodes else 0
     assert sum(len(w["replacements"]) for w in doc["waves"] if w["method"] == "static provisioning") == added
     assert doc["cost"]["after_monthly"] == pytest.approx((nodes - removed) * _node_month() + new, abs=0.05)
+
+
+def test_the_nodes_static_provisioning_adds_take_evicted_pods(tmp_path: Path) -> None:
+    """Once launched, a static NodePool's node is an ordinary node to the scheduler (v1.14.1: the provisioner
+    counts in-flight NodeClaims, static ones too, and kube-scheduler binds to them): replicas 1 → 2 with the gate on
+    while HEAD removes NodePool `default`, whose node d0's pod is evicted at the start. The node static provisioning
+    adds, with its template's allocatable, takes it: nothing is pending, no node is launched for it, and the
+    workload's cost after is its share of that node. Before, the added nodes took no pod and it was pending (exit
+    1)."""
+    base = v1_policies(tmp_path / "base", _static(1), nodepool())
+    head = v1_policies(tmp_path / "head", _static(2))
+    items = [*_fixed(1), pool_node("d0", "default"), claim("d0", "default"), pod("api-0", "d0", "api", cpu="300m")]
+    code, doc = plan((base, head), tmp_path, *items, feature_gates=GATE)
+
+    assert code == 0 and doc["pending"] == [] and doc["blocked"] == []
+    added, removed = doc["waves"]
+    assert (added["method"], len(added["replacements"])) == ("static provisioning", 1)
+    assert (removed["nodes"], removed["evicted"], removed["replacements"]) == (["d0"], {"default/Deployment/api": 1},
+                                                                              [])
+    workloads = {w["workload"]: w for w in doc["cost"]["workloads"]}
+    assert workloads["default/Deployment/api"]["after_monthly"] == pytest.approx(
+        _month(added["replacements"][0]["price"]), abs=0.02)
+    assert not any("take none of the evicted pods" in note for note in doc["notes"])

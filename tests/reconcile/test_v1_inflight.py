@@ -259,3 +259,30 @@ def test_a_commands_pods_get_room_from_its_start(compiled: Path) -> None:
     scene.run(controller, 300, until=lambda: scene.node(old) is None and not scene.unbound())
     assert scene.node(old) is None and not scene.unbound()
     assert len(scene.nodes()) == 2, sorted(scene.nodes())
+
+
+SPREAD = [{"maxSkew": 1, "topologyKey": wk.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+           "labelSelector": {"matchLabels": {"app": "spread"}}}]
+
+
+def test_a_held_pod_of_a_node_marked_for_deletion_still_counts_in_its_zone(compiled: Path) -> None:
+    """v1.14.1's topology leaves out of its counts exactly the pods it schedules, by uid (core
+    pkg/controllers/provisioning/scheduling/topology.go `excludedPods`, filled from the pods `Schedule` places:
+    the pending ones and a deleting node's `CurrentlyReschedulablePods`). A node marked for deletion runs two pods
+    of one zonal spread (maxSkew 1): `web`, placed again, and `held` (`karpenter.sh/do-not-disrupt`, not placed
+    again: it stays until the drain). `held` still counts in its zone, so the node launched for `web` is in
+    another zone. Before, provisioning left every pod of the node out of the counts and launched in the node's own
+    zone."""
+    scene = Scene(compiled, types=["m5.large", "m5.xlarge", "m5.2xlarge"], node_startup=STARTUP)
+    going = scene.add_node("NodePool/steady", "m5.large", age=3600)
+    zone = objects.labels(scene.nodes()[going])[wk.ZONE]
+    for name, marks in (("web", {}), ("held", {"karpenter.sh/do-not-disrupt": "true"})):
+        scene.add_pod(name, cpu="700m", node=going, labels={"app": "spread"}, annotations=marks,
+                      topologySpreadConstraints=SPREAD)
+    controller = scene.controller()
+    scene.run(controller, 5)
+    controller.context.state.mark_for_deletion([going])
+    scene.run(controller, 120)
+    launched = sorted(set(scene.nodes()) - {going})
+    assert len(launched) == 1, launched
+    assert objects.labels(scene.nodes()[launched[0]])[wk.ZONE] != zone

@@ -225,13 +225,14 @@ def plan_command(
     pdbs, replacements = PdbBudgets(fleet.pdbs, fleet.pod_objects), Replacements(templates, fleet.daemons)
     v1alpha5 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is None}
     gate = static_capacity(options.feature_gates)
-    launches = static_launches(static_templates_for(head.checked, table, options.min_values_policy))
+    static_templates = static_templates_for(head.checked, table, options.min_values_policy)
+    launches = static_launches(static_templates)
     try:
         statics = static_nodepools(fleet, drift, base_side, head_side, gate, launches)
     except DiffError as error:  # replicas past what a plan can model
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     static = static_nodes(fleet, head_side)
-    work = static_work(statics, launches, static)
+    work = static_work(statics, launches, static, static_templates)
     # a static NodePool's drifted node is static drift's (`staticnodepools`): in the waves when it is replaced one
     # for one or removed, never while it waits; an expiring one is a wave's (expiry deletes it first)
     planned = set(work.removed) | set(work.replaced)
@@ -248,9 +249,6 @@ def plan_command(
     notes = rules.notes() + ami.notes() + v1_rules.notes() + rollout.notes + [str(p) for p in snapshot.problems]
     if fleet.volume_note is not None:
         notes.append(fleet.volume_note)
-    if work.added:
-        notes.append("static NodePools: the nodes static provisioning adds take none of the evicted pods here "
-                     "(kube-scheduler may place pods on them)")
     if pricing.description:
         notes.insert(0, f"priced with {pricing.description}")
     elif any(n.capacity_type == "spot" for n in fleet.nodes.values()):

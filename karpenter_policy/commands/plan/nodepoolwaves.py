@@ -34,12 +34,13 @@ the order of its time — the nodes that expire between two polls go before the 
   (`Room.would_wait`). Replace before delete:
   the replacements are initialized (`node_startup`) before the node drains (`queue.go:218`). A replacement counts
   toward its NodePool's total once initialized, a drained node leaves it;
-* **static NodePools** (`replicas`; `staticnodepools.StaticWork`): static provisioning's nodes launched at the start
-  (no pod placed on them); static deprovisioning's nodes deleted at once with the removed NodePools' (its NodeClaims
-  deleted, `static/deprovisioning/controller.go`), drained as any deleted node, their pods provisioned for on the
-  dynamic NodePools (`templates_for` leaves the static ones out); a drifted static node replaced one for one by a node
-  of its template (`disruption/staticdrift.go`: no simulation; its pods onto that node, which takes its place in the
-  room), ahead of the other drift commands, under its NodePool's `Drifted` budget, replace before delete;
+* **static NodePools** (`replicas`; `staticnodepools.StaticWork`): static provisioning's nodes launched at the start (no
+  pod placed on them then; they join the room, `Room.join`, and later pods take them as any node); static
+  deprovisioning's nodes deleted at once with the removed NodePools' (its NodeClaims deleted,
+  `static/deprovisioning/controller.go`), drained as any deleted node, their pods provisioned for on the dynamic
+  NodePools (`templates_for` leaves the static ones out); a drifted static node replaced one for one by a node of its
+  template (`disruption/staticdrift.go`: no simulation; its pods onto that node, which takes its place in the room),
+  ahead of the other drift commands, under its NodePool's `Drifted` budget, replace before delete;
 * a candidate is **blocked** by the node's `karpenter.sh/do-not-disrupt: "true"` (`ValidateNodeDisruptable`), by a
   pod's `do-not-disrupt` or a PDB allowing no eviction (`ValidatePodsDisruptable`) — unless its NodeClaim has a
   `terminationGracePeriod`: then it is a candidate all the same (`NewCandidate`, the eventual disruption class) and
@@ -112,6 +113,7 @@ from karpenter_policy.commands.plan.waves import (
 )
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import is_nodepool, pool_key, pool_name
+from karpenter_policy.scheduling import NodeClaimTemplate
 
 __all__ = ["STATIC_DEPROVISIONING", "STATIC_DRIFT", "STATIC_PROVISIONING", "nodepool_budgets", "plan_nodepool_waves"]
 
@@ -215,9 +217,10 @@ def plan_nodepool_waves(
     and a note saying how far it got (`waves.cut_short`)."""
     drift = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is not None and not fleet.nodes[n].deleting}
     static = static if static is not None else StaticWork()
-    planner = _Planner(fleet, drift, budgets, start, timing, pdbs, replacements, clock or RolloutClock(None))
+    planner = _Planner(fleet, drift, budgets, start, timing, pdbs, replacements, clock or RolloutClock(None),
+                       len(static.added))
     if static.added:
-        planner.launch_static(static.added)
+        planner.launch_static(static.added, static.templates)
     gone = set(static.removed)
     removed = sorted(n for n, d in drift.items() if d.removed and n not in gone)
     if removed:
@@ -299,7 +302,8 @@ class _Planner:
 
     def __init__(self, fleet: Fleet, drift: Mapping[str, NodeDrift], budgets: Mapping[str, Sequence[Budget]],
                  start: dt.datetime, timing: Timing, pdbs: PdbBudgets, replacements: Replacements,
-                 clock: RolloutClock) -> None:
+                 clock: RolloutClock, added: int = 0) -> None:
+        """`added`: how many nodes static provisioning adds to the room."""
         self.rollout = Rollout()
         self.clock = clock
         #: virtual time reached (seconds from the start)
@@ -308,8 +312,8 @@ class _Planner:
         self.timing, self.pdbs, self.replacements = timing, pdbs, replacements
         self.pools = _Pools(fleet)
         self.state = PdbState(pdbs)
-        self.room = Room(fleet, replacements.templates, 2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16,
-                         "nodeclaim")
+        self.room = Room(fleet, replacements.templates,
+                         2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16 + added, "nodeclaim")
         #: nodes deleted when they expire (seconds from the start), not drift candidates (any more)
         self.expiring: dict[str, float] = {}
         #: each candidate's drain: the room's stamp of its node then, the drain
@@ -357,11 +361,22 @@ class _Planner:
         self.pools.launch(launched, at + wave.seconds)
         add_wave(self.rollout, wave)
 
-    def launch_static(self, added: Sequence[Replacement]) -> None:
+    def launch_static(self, added: Sequence[Replacement], templates: Mapping[str, NodeClaimTemplate]) -> None:
         """Static provisioning's new nodes, launched at the start (no pod scheduled: v1.14.1 creates the NodeClaims
-        from the template, `static/provisioning/controller.go`), counted in their NodePool once initialized."""
+        from the template, `static/provisioning/controller.go`), counted in their NodePool once initialized. Each
+        joins the room with its template's allocatable, initialized after `--node-startup`: once launched it is an
+        ordinary node to the scheduler, and the pods later waves evict or leave pending may take it (its landing
+        here, with no pod, prices it for the workloads' cost)."""
         wave = Wave(len(self.rollout.waves), self.start, STATIC_PROVISIONING, [], list(added))
         wave.seconds = self.timing.node_startup
+        landings = []
+        for replacement in added:
+            template = templates.get(replacement.provisioner)
+            offering = (replacement.instance_type, replacement.zone, replacement.capacity_type)
+            name = self.room.join(template, offering, self.replacements.daemons, wave.seconds) if template else None
+            if name is not None:
+                landings.append(Landing(name, (), replacement))
+        wave.landings = landings or None
         self.pools.launch(added, self.timing.node_startup)
         add_wave(self.rollout, wave)
 

@@ -4,12 +4,13 @@ with room first, onto new nodes only for the rest — as Karpenter v0.31.1's dep
 state node but the candidates, then new machines for what is left) and as its provisioner places the evicted pods
 (`pkg/controllers/provisioning/scheduling/scheduler.go`, `Solve`: existing nodes before new ones).
 
-:class:`Room` keeps every node the plan has not deleted — the snapshot's, then the replacements the plan launched,
-in that order — with what its pods request (`FleetPod.requests`, DaemonSet pods included) against its allocatable
-(`status.allocatable`, else its instance type's under a HEAD template's node arithmetic; a node of a type no
-template knows offers no room). A node the snapshot shows deleting offers none either. It keeps too which pods a
-node's replacement would move (:meth:`Room.moved_pods`): its own, and those an earlier wave put there — a pod
-moved onto a drifted node moves again when that node is replaced. :meth:`Room.plan` runs the
+:class:`Room` keeps every node the plan has not deleted — the snapshot's, then the replacements the plan launched and
+the nodes a static NodePool adds (:meth:`Room.join`: launched without a scheduling plan, its template's allocatable and
+DaemonSet overhead), in that order — with what its pods request (`FleetPod.requests`, DaemonSet pods included) against
+its allocatable (`status.allocatable`, else its instance type's under a HEAD template's node arithmetic; a node of a
+type no template knows offers no room). A node the snapshot shows deleting offers none either. It keeps too which pods a
+node's replacement would move (:meth:`Room.moved_pods`): its own, and those an earlier wave put there — a pod moved onto
+a drifted node moves again when that node is replaced. :meth:`Room.plan` runs the
 scheduler (`scheduling.Scheduler`) with those nodes, less the wave's own, as existing nodes; :meth:`Room.carry_out`
 moves the pods onto the nodes the scheduler chose, the rest onto the new nodes it launches, which join the room
 with the time they are initialized at. A disruption command's plan that puts a pod on a node not initialized yet
@@ -336,23 +337,47 @@ class Room:
     def _launch(self, claim: ClaimPlan, requested: Vector | None = None) -> str:
         """A replacement joins the room: its launch's type, zone and capacity type, its template's labels and
         taints, what the scheduler put on it (DaemonSet overhead included), or `requested`."""
+        launch = claim.launch
+        return self._add(self._templates.get(claim.template), claim.template,
+                         (launch.instance_type, launch.zone, launch.capacity_type) if launch is not None else None,
+                         claim.allocatable, claim.requests if requested is None else requested)
+
+    def join(self, template: NodeClaimTemplate, offering: tuple[str, str, str], daemons: Sequence[Pod],
+             ready_at: float) -> str | None:
+        """A node launched without a scheduling plan (a static NodePool's: v1.14.1 creates its NodeClaim from the
+        template, `static/provisioning/controller.go`) joins the room, initialized at `ready_at`: its `offering`
+        (instance type, zone, capacity type), the template's node arithmetic for the type's allocatable, the
+        DaemonSet pods it will run (`daemons` its template admits, Karpenter's `getDaemonOverhead`) as requested.
+        Its name in the room; None when the template does not know the type (no room)."""
+        position = template.table.position.get(offering[0])
+        if position is None:
+            return None
+        self.scheduler([template], daemons, [])  # works the template's DaemonSet overhead out (`overhead`)
+        name = self._add(template, template.name, offering, template.shapes.allocatable[position], template.overhead)
+        self.version += 1
+        self._stamp[name] = self.version
+        self._ready[name] = ready_at
+        self._moved[name] = []
+        return name
+
+    def _add(self, template: NodeClaimTemplate | None, owner: str, offering: tuple[str, str, str] | None,
+             allocatable: Vector, requested: Vector) -> str:
+        """A new node joins the room (named to sort after the snapshot's): its offering's type, zone and capacity
+        type, its template's labels and taints."""
         self._launched += 1
         name = f"{_LAST}{self._kind}-{self._launched:06d}"
-        template = self._templates.get(claim.template)
-        launch = claim.launch
         labels: dict[str, str] = {}
-        if template is not None and launch is not None:
-            position = template.table.position.get(launch.instance_type)
+        if template is not None and offering is not None:
+            position = template.table.position.get(offering[0])
             if position is not None:
                 labels.update(template.table.types[position].labels(template.os))
             labels.update(template.labels)
-        if launch is not None:
-            labels.update({wk.ZONE: launch.zone, wk.CAPACITY_TYPE: launch.capacity_type})
-        labels.update(owner_labels(claim.template))
+        if offering is not None:
+            labels.update({wk.ZONE: offering[1], wk.CAPACITY_TYPE: offering[2]})
+        labels.update(owner_labels(owner))
         labels[wk.HOSTNAME] = name
         node = ExistingNode(name=name, labels=labels, taints=template.taints if template is not None else (),
-                            allocatable=claim.allocatable,
-                            requested=claim.requests if requested is None else requested, template=claim.template)
+                            allocatable=allocatable, requested=requested, template=owner)
         self._append(node)
         self._set(node)
         return name

@@ -50,6 +50,8 @@ class StaticWork:
     removed: tuple[str, ...] = ()
     replaced: Mapping[str, Replacement] = field(default_factory=dict)
     nodes: frozenset[str] = frozenset()
+    #: the static NodePools' templates (by `Replacement.provisioner`): the nodes added join the room as theirs
+    templates: Mapping[str, NodeClaimTemplate] = field(default_factory=dict)
 
     @property
     def any(self) -> bool:
@@ -198,9 +200,10 @@ def static_nodepools(
 
 
 def static_work(statics: Sequence[StaticNodePool], launches: Mapping[str, Replacement | None],
-                nodes: Collection[str] = ()) -> StaticWork:
-    """The waves' part of `statics` (see `StaticWork`; `nodes`: the static NodePools' nodes, `static_nodes`): a
-    NodePool whose template launches nothing adds no node."""
+                nodes: Collection[str] = (), templates: Mapping[str, NodeClaimTemplate] | None = None) -> StaticWork:
+    """The waves' part of `statics` (see `StaticWork`; `nodes`: the static NodePools' nodes, `static_nodes`;
+    `templates`: their templates, as `static_launches` was given them): a NodePool whose template launches nothing
+    adds no node."""
     added: list[Replacement] = []
     removed: list[str] = []
     replaced: dict[str, Replacement] = {}
@@ -212,4 +215,5 @@ def static_work(statics: Sequence[StaticNodePool], launches: Mapping[str, Replac
         for node, verdict in pool.drift:
             if verdict == REPLACED and launch is not None:
                 replaced[node] = launch
-    return StaticWork(tuple(added), tuple(removed), replaced, frozenset(nodes))
+    by_name = {template.name: template for template in (templates or {}).values()}
+    return StaticWork(tuple(added), tuple(removed), replaced, frozenset(nodes), by_name)

@@ -609,10 +609,15 @@ class Decider:
     @staticmethod
     def deleting_pods(inputs: Inputs, nodes: Iterable[str]) -> list[Pod]:
         """The pods of `nodes` (being deleted) a simulation places again (`state.rescheduled.rescheduled`: v1.14.1's
-        `CurrentlyReschedulablePods` on a NodePool's node, v0.31.1's `GetNodePods` on another), in node order."""
+        `CurrentlyReschedulablePods` on a NodePool's node, v0.31.1's `GetNodePods` on another), in node order —
+        worked out once per decision (the view) for the same nodes, PodDisruptionBudgets and time."""
         view = inputs.view
-        found = []
-        for name in sorted(nodes):
+        key = (frozenset(nodes), id(inputs.budgets), inputs.now)
+        known = view.deleting_pods.get(key)
+        if known is not None:
+            return list(known)
+        found = view.deleting_pods[key] = []
+        for name in sorted(key[0]):
             node = view.nodes.get(name)
             if node is None:
                 continue
@@ -620,7 +625,7 @@ class Decider:
                 pod = view.scheduling_pod(record)
                 if pod is not None:
                     found.append(pod)
-        return found
+        return list(found)
 
     @staticmethod
     def unplaceable(inputs: Inputs, plan: Plan, candidates: Sequence[Candidate]) -> str:

@@ -48,6 +48,9 @@ class DisruptionView:
     _pods_on: dict[str, list[PodRecord]] = field(default_factory=dict)
     _pods: list[Obj] | None = None
     _room: dict[Vector, list[tuple[str, ExistingNode]]] = field(default_factory=dict)
+    #: the pods a decision's simulations place again off the nodes being deleted (`Decider.deleting_pods`): the
+    #: same nodes, PodDisruptionBudgets and time at every simulation of one decision, so worked out once
+    deleting_pods: dict[tuple[frozenset[str], int, object], list[Pod]] = field(default_factory=dict)
 
     def with_room(self, smallest: Vector) -> list[tuple[str, ExistingNode]]:
         """The existing nodes (name, node), in :attr:`existing`'s order, with room for a pod of `smallest`

@@ -14,8 +14,8 @@
   `nodes.Deleting()`'s pods: v1.14.1's `CurrentlyReschedulablePods` on a NodePool's node, v0.31.1's `Pods` —
   `GetNodePods` — on a Provisioner's; `state.rescheduled`); never bound nor nominated (they run until drained);
   the node's own room is not offered (it is no existing node: `ClusterState.existing_nodes`), and its pods count
-  in no topology domain where they run (v1.14.1's topology leaves the pods it schedules out of its counts; a
-  disruption simulation leaves out the nodes being deleted alike: `scheduling.running.WithoutNodes`);
+  in no topology domain where they run — exactly those pods, by uid: the node's other pods (a DaemonSet's, one
+  `do-not-disrupt` holds) still count (v1.14.1's topology `excludedPods`: `scheduling.running.WithoutPods`);
 * **existing nodes**: only those with room for the smallest pod to place (Karpenter's scheduler tries every node
   for every pod; at 5,000 full nodes that is millions of refusals) — plus the nodes being launched, with the pods
   planned onto them; what every node of a provisioner holds still counts against its limits (`used`; how many
@@ -44,7 +44,7 @@ from karpenter_policy.reconcile.state.records import PodRecord, node_record
 from karpenter_policy.reconcile.state.rescheduled import rescheduled
 from karpenter_policy.scheduling import ExistingNode, Pod, Scheduler, SchedulerOptions
 from karpenter_policy.scheduling.pods import PodSpecError
-from karpenter_policy.scheduling.running import PodsForTopology, WithoutNodes
+from karpenter_policy.scheduling.running import PodsForTopology, WithoutPods
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.vectors import ZERO, Vector, add, fits
 from karpenter_policy.scheduling.volumes import with_volumes
@@ -134,11 +134,13 @@ def scheduling_inputs(
             order += 1
             inputs.pending.append(pod)
             inputs.records[record.uid] = record
-        inputs.moving, moving_from = _moving(state, pdbs, now, order)
+        inputs.moving = _moving(state, pdbs, now, order)
         inputs.daemons = state.daemons()
-        # the pods placed again count in no topology domain where they run now (v1.14.1's topology leaves the pods
-        # it schedules out of its counts), as a disruption simulation leaves out the nodes being deleted
-        inputs.running = WithoutNodes(state.running_view(), moving_from) if moving_from else state.running_view()
+        # the pods placed again count in no topology domain where they run now, the other pods of their nodes (a
+        # DaemonSet's, a do-not-disrupt one's) still do: v1.14.1's topology leaves out exactly the pods it
+        # schedules, by uid (`excludedPods`)
+        moving = frozenset(pod.uid for pod in inputs.moving)
+        inputs.running = WithoutPods(state.running_view(), moving) if moving else state.running_view()
         inputs.namespace_labels = state.namespace_labels()
         inputs.used = state.used()
         inputs.node_counts = state.node_counts()
@@ -176,14 +178,11 @@ def budgets_needed(state: ClusterState) -> bool:
     return any(wk.NODEPOOL in node.labels and state.workload_pods_on(node.name) for node in state.deleting_nodes())
 
 
-def _moving(
-    state: ClusterState, pdbs: Sequence[Obj], now: dt.datetime | None, order: int
-) -> tuple[list[Pod], frozenset[str]]:
+def _moving(state: ClusterState, pdbs: Sequence[Obj], now: dt.datetime | None, order: int) -> list[Pod]:
     """The pods of the nodes being deleted a scheduling run places again (see the module docstring), in node order
-    after the pending pods, and the nodes they run on; one whose spec cannot be read, or whose volumes cannot be
-    read, is left out (its successor is reported when it is pending)."""
+    after the pending pods; one whose spec cannot be read, or whose volumes cannot be read, is left out (its
+    successor is reported when it is pending)."""
     found: list[Pod] = []
-    nodes: set[str] = set()
     when = now or dt.datetime.now(dt.UTC)
     for node in state.deleting_nodes():
         if not state.workload_pods_on(node.name):
@@ -199,8 +198,7 @@ def _moving(
                 pod = volumed(pod, record, state.volumes, ignore=False)[0]
             order += 1
             found.append(pod)
-            nodes.add(node.name)
-    return found, frozenset(nodes)
+    return found
 
 
 def volumed(pod: Pod, record: PodRecord, volumes: Volumes, ignore: bool = True) -> tuple[Pod, str | None]:
