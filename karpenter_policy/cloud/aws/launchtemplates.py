@@ -235,16 +235,27 @@ def network_interfaces(
             "Groups": sorted(security_groups),
         }
         if kind != EFA_ONLY:
-            if ipv6:
-                spec.update({"PrimaryIpv6": True, "Ipv6AddressCount": 1})
-            if ip_prefix_count is not None:
-                spec["Ipv6PrefixCount" if ipv6 else "Ipv4PrefixCount"] = ip_prefix_count
-            if public_ip is not None:
-                spec["AssociatePublicIpAddress"] = public_ip
-            if connection_tracking is not None:
-                spec["ConnectionTrackingSpecification"] = dict(connection_tracking)
+            spec.update(_addressing(public_ip, ip_prefix_count, ipv6, connection_tracking))
         out.append(dict(sorted(spec.items())))
     return out
+
+
+def _addressing(
+    public_ip: bool | None, ip_prefix_count: int | None, ipv6: bool, connection_tracking: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """What an interface that carries IP traffic takes of the class (v1.14.1's `generateNetworkInterfaces`):
+    an IPv6 cluster's PrimaryIpv6 and one address, `ipPrefixCount` (as Ipv6PrefixCount there), the public address
+    and `connectionTracking`."""
+    fields: dict[str, Any] = {}
+    if ipv6:
+        fields.update({"PrimaryIpv6": True, "Ipv6AddressCount": 1})
+    if ip_prefix_count is not None:
+        fields["Ipv6PrefixCount" if ipv6 else "Ipv4PrefixCount"] = ip_prefix_count
+    if public_ip is not None:
+        fields["AssociatePublicIpAddress"] = public_ip
+    if connection_tracking is not None:
+        fields["ConnectionTrackingSpecification"] = dict(connection_tracking)
+    return fields
 
 
 #: The interface type of an EFA interface that also carries IP traffic (EC2's `efa`).
@@ -272,15 +283,8 @@ def efa_interfaces(
             "DeviceIndex": 0 if card == 0 else 1,
             "InterfaceType": EFA_INTERFACE,
             "Groups": sorted(security_groups),
+            **_addressing(public_ip, ip_prefix_count, ipv6, connection_tracking),
         }
-        if ip_prefix_count is not None:
-            spec["Ipv6PrefixCount" if ipv6 else "Ipv4PrefixCount"] = ip_prefix_count
-        if public_ip is not None:
-            spec["AssociatePublicIpAddress"] = public_ip
-        if ipv6:
-            spec.update({"PrimaryIpv6": True, "Ipv6AddressCount": 1})
-        if connection_tracking is not None:
-            spec["ConnectionTrackingSpecification"] = dict(connection_tracking)
         out.append(dict(sorted(spec.items())))
     return out
 
