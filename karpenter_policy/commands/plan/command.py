@@ -182,8 +182,8 @@ def plan_command(
     else:
         snapshot = read_snapshots(options.snapshot, stdin)
     instance_ids = _instance_ids(snapshot, options.redact) if answers.given or answers.network_given else {}
-    claim_images = (_claim_images(snapshot, options.redact) if (answers.given or answers.network_given)
-                    and options.redact else {})
+    # read before the redaction drops them, whatever answers are given: the cluster's status alone decides drift
+    claim_images = _claim_images(snapshot, options.redact) if options.redact else {}
     if options.redact:
         snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot, start) if not snapshot.errors else None

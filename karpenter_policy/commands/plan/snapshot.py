@@ -285,16 +285,18 @@ def _requirement_problem(requirement: Any) -> bool:
 
 def _node_class_problem(item: Obj) -> str | None:
     """An EC2NodeClass: what the plan reads of it — `spec.amiSelectorTerms`, `spec.subnetSelectorTerms` and
-    `spec.securityGroupSelectorTerms` (lists of objects), `status.amis` (each an `id` and its `requirements`, node
-    selector requirements), `status.subnets` and `status.securityGroups` (each an `id`)."""
+    `spec.securityGroupSelectorTerms`, `spec.capacityReservationSelectorTerms` (lists of objects), `status.amis`
+    (each an `id` and its `requirements`, node selector requirements), `status.subnets`, `status.securityGroups` and
+    `status.capacityReservations` (each an `id`)."""
     for part in ("spec", "status"):
         if item.get(part) is not None and not isinstance(item[part], dict):
             return f"{part} is not an object: {_quote(item[part])}"
-    for key in ("amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms"):
+    for key in ("amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms",
+                "capacityReservationSelectorTerms"):
         terms = (item.get("spec") or {}).get(key)
         if terms is not None and not (isinstance(terms, list) and all(isinstance(t, dict) for t in terms)):
             return f"spec.{key} is not a list of objects: {_quote(terms)}"
-    for key in ("subnets", "securityGroups"):
+    for key in ("subnets", "securityGroups", "capacityReservations"):
         listed = (item.get("status") or {}).get(key)
         if listed is not None and not isinstance(listed, list):
             return f"status.{key} is not a list: {_quote(listed)}"
