@@ -207,3 +207,55 @@ def test_the_plan_puts_the_drifted_reserved_node_in_a_wave_and_redact_hashes_the
     assert reasons == [f"CapacityReservationDrift: EC2NodeClass default's spec.capacityReservationSelectorTerms "
                        f"changed → reservation {hashed('cr', 'cr-bar')} of node {hashed('node', 'n2')} is no longer "
                        f"selected (now: {hashed('cr', 'cr-foo')})"]
+
+
+def block_plan(tmp_path: Path, horizon: str = "24h", reservation_type: str = "capacity-block",
+               redact: bool = False) -> Any:
+    """BASE = HEAD; node n1 in reservation cr-block, whose `endTime` is 12:00 on the plan's day (start 09:00)."""
+    same = v1_policies(tmp_path / "p", reserving_pool(), node_classes=(terms("cr-block"),))
+    status = in_cluster(terms("cr-block"), "cr-block")
+    status["status"]["capacityReservations"][0].update(reservationType=reservation_type,
+                                                       endTime="2026-11-30T12:00:00Z")
+    items = [*reserved("n1", "cr-block"), pod("web-1", "n1", "web"), status]
+    return plan_command(PlanOptions(snapshot=(write(tmp_path / "s.json", *items),), start="2026-11-30T09:00:00Z",
+                                    output="json", base=same, head=same, horizon=horizon, redact=redact),
+                        load_catalog())
+
+
+def test_a_capacity_blocks_nodes_expire_40_minutes_before_its_end(tmp_path: Path) -> None:
+    """aws v1.14.1 pkg/controllers/capacityreservation/expiration/controller.go (suite_test.go:93 "should delete
+    nodeclaims for expiring capacity blocks"): a capacity block is `expiring` 40 minutes before its `endTime`
+    (ec2nodeclass_status.go:238) and its NodeClaims are deleted then — planned as an expiry at 11:20."""
+    result = block_plan(tmp_path)
+
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    (node,) = document["nodes"]
+    assert (node["expires"], node["expires_at"]) == (True, "2026-11-30T11:20:00Z")
+    assert node["reasons"] == ["expires 2026-11-30T11:20:00Z: capacity block cr-block ends 2026-11-30T12:00:00Z, its "
+                               "nodes deleted 40 minutes before (the expiration controller; forceful: no budget, no "
+                               "replacement first)"]
+    assert [(w["start"][11:19], w["method"], w["nodes"]) for w in document["waves"]] == [
+        ("11:20:00", "expiration", ["n1"])]
+
+    hidden = block_plan(tmp_path, redact=True)
+    assert hidden.exit_code == 0 and "cr-block" not in hidden.stdout
+    assert f"capacity block {hashed('cr', 'cr-block')} ends" in hidden.stdout
+
+
+def test_a_default_reservation_or_a_block_past_the_horizon_does_not_expire(tmp_path: Path) -> None:
+    """suite_test.go:127 ("should not delete nodeclaims for default reservations"): a default reservation's end does
+    not delete its nodes early; a block ending beyond `--horizon` is not in the plan."""
+    for found in (block_plan(tmp_path / "default", reservation_type="default"),
+                  block_plan(tmp_path / "short", horizon="1h")):
+        assert found.exit_code == 0, found.stderr
+        (node,) = json.loads(found.stdout)["nodes"]
+        assert not node["expires"] and node["reasons"] == []
+
+
+def test_a_bad_end_time_is_a_snapshot_problem() -> None:
+    made = stored_form(yaml.safe_load(node_class()))
+    made["status"] = {"capacityReservations": [{"id": "cr-1", "endTime": "noon"}]}
+    snapshot = read_snapshot(json.dumps(listing(made)).encode(), "s.json")
+    assert any("status.capacityReservations[0].endTime is not a time: 'noon'" in str(p) for p in snapshot.errors), (
+        snapshot.errors)

@@ -131,6 +131,14 @@ def _is_str_map(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
+def _is_time(value: Any) -> bool:
+    """An RFC 3339 time with its zone (`2026-12-01T05:00:00Z`), as Kubernetes writes one."""
+    try:
+        return isinstance(value, str) and objects.parse_time(value).tzinfo is not None
+    except ValueError:
+        return False
+
+
 def _node_problem(item: Obj) -> str | None:
     meta = objects.metadata(item)
     if meta.get("creationTimestamp") is not None:
@@ -287,7 +295,7 @@ def _node_class_problem(item: Obj) -> str | None:
     """An EC2NodeClass: what the plan reads of it — `spec.amiSelectorTerms`, `spec.subnetSelectorTerms` and
     `spec.securityGroupSelectorTerms`, `spec.capacityReservationSelectorTerms` (lists of objects), `status.amis`
     (each an `id` and its `requirements`, node selector requirements), `status.subnets`, `status.securityGroups` and
-    `status.capacityReservations` (each an `id`)."""
+    `status.capacityReservations` (each an `id`; its `endTime`, when there, a time)."""
     for part in ("spec", "status"):
         if item.get(part) is not None and not isinstance(item[part], dict):
             return f"{part} is not an object: {_quote(item[part])}"
@@ -303,6 +311,8 @@ def _node_class_problem(item: Obj) -> str | None:
         for index, entry in enumerate(listed or []):
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or not entry["id"]:
                 return f"status.{key}[{index}] has no id: {_quote(entry)}"
+            if key == "capacityReservations" and entry.get("endTime") is not None and not _is_time(entry["endTime"]):
+                return f"status.{key}[{index}].endTime is not a time: {_quote(entry['endTime'])}"
     amis = (item.get("status") or {}).get("amis")
     if amis is None:
         return None
