@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,12 +20,14 @@ from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.fakes.queue import FakeQueue
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.reconcile.controller import Controller, ControllerOptions
 from karpenter_policy.reconcile.interruption.handler import InterruptionHandler
 from karpenter_policy.reconcile.runner import assemble, run_in_thread
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.simulate.kubelet import FakeKubelet
+from karpenter_policy.testing import Scene, compile_policies
 
 from .conftest import CLUSTER, REGION
 from .lifecycle import WallClock, fake_cloud
@@ -473,3 +476,46 @@ def test_stopping_does_not_wait_for_the_long_poll_and_what_it_receives_then_is_l
     assert not worker.thread.is_alive(), "its receive answered, and the controller's thread ended"
     assert interrupted.queue.visible() == 1, "the message stays in the queue for the next leader"
     assert victim in interrupted.node_names() and not objects.is_deleting(h.node(victim))
+
+
+@pytest.fixture(scope="module")
+def v1_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_policies(Path(__file__).resolve().parents[2] / "examples" / "v1" / "controller" / "policies",
+                            tmp_path_factory.mktemp("v1interruption") / "build")
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (events.spot_interruption, "SpotInterrupted"),
+    (events.rebalance_recommendation, "SpotRebalanceRecommendation"),
+    (events.scheduled_change, "InstanceUnhealthy"),
+    (lambda i: events.state_change(i, "stopping"), "InstanceStopping"),
+    (lambda i: events.state_change(i, "terminated"), "InstanceTerminating"),
+    (events.capacity_reservation_interruption, "CapacityReservationInstanceInterrupted"),
+])
+def test_every_kinds_event_goes_on_the_nodeclaim_and_the_node(
+    v1_example: Path, body: Callable[[str], str], reason: str,
+) -> None:
+    """aws v1.14.1 pkg/controllers/interruption/events/events.go: each kind's Event (`SpotInterrupted`,
+    `SpotRebalanceRecommendation`, `InstanceUnhealthy`, `InstanceStopping`, `InstanceTerminating`,
+    `CapacityReservationInstanceInterrupted`) and `TerminatingOnInterruption` are published with the NodeClaim as
+    involved object, then the Node (controller.go:190-205 `notifyForMessage`, utils.go:161)."""
+    scene = Scene(v1_example)
+    queue = scene.queue  # before the controller: it then polls it
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    controller = scene.controller()
+    scene.run(controller, 120, until=lambda: not scene.unbound())
+    (node,) = scene.nodes()
+    (claim,) = scene.nodeclaims()
+    queue.send(body(str(scene.nodes()[node]["spec"]["providerID"]).rpartition("/")[2]))
+    scene.run(controller, 5, until=lambda: any(e["reason"] == reason for e in scene.cluster.list(objects.EVENT).items))
+
+    involved = [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"], e["message"])
+                for e in scene.cluster.list(objects.EVENT).items
+                if e["reason"] in (reason, "TerminatingOnInterruption")]
+    assert ("NodeClaim", claim, reason) in [i[:3] for i in involved]
+    assert ("Node", node, reason) in [i[:3] for i in involved]
+    if reason != "SpotRebalanceRecommendation":
+        assert ("NodeClaim", claim, "TerminatingOnInterruption",
+                "Interruption triggered termination for the NodeClaim") in involved
+        assert ("Node", node, "TerminatingOnInterruption",
+                "Interruption triggered termination for the Node") in involved

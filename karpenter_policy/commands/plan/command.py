@@ -26,6 +26,7 @@ from karpenter_policy.checks.repository import PolicyRepository, load_repository
 from karpenter_policy.checks.source.gitrepo import find_repository
 from karpenter_policy.commands.diff import DiffError, is_revision, materialise, shallow_hint
 from karpenter_policy.commands.plan.amidrift import AmiDriftRules
+from karpenter_policy.commands.plan.capacityblocks import CapacityBlocks
 from karpenter_policy.commands.plan.consolidation import Consolidate
 from karpenter_policy.commands.plan.cost import fleet_cost
 from karpenter_policy.commands.plan.drift import DriftRules, NodeDrift, PolicySide
@@ -182,8 +183,8 @@ def plan_command(
     else:
         snapshot = read_snapshots(options.snapshot, stdin)
     instance_ids = _instance_ids(snapshot, options.redact) if answers.given or answers.network_given else {}
-    claim_images = (_claim_images(snapshot, options.redact) if (answers.given or answers.network_given)
-                    and options.redact else {})
+    # read before the redaction drops them, whatever answers are given: the cluster's status alone decides drift
+    claim_images = _claim_images(snapshot, options.redact) if options.redact else {}
     if options.redact:
         snapshot = redact_snapshot(snapshot)
     fleet = fleet_of(snapshot, start) if not snapshot.errors else None
@@ -216,7 +217,7 @@ def plan_command(
     v1_ami = AmiDriftRules(base_side, head_side, snapshot.node_classes, answers, pricing.catalog, instance_ids, start,
                            redact=options.redact, claim_images=claim_images)
     v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon, ami=v1_ami,
-                                  network=network)
+                                  network=network, blocks=CapacityBlocks(snapshot.node_classes, redact=options.redact))
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
     table = InstanceTable.of_catalog(pricing.catalog)

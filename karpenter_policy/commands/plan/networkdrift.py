@@ -27,7 +27,8 @@ judged either: v1.14.1's AMI check, which runs first, errors for it ("no ami ID 
 nothing after it is checked (a note counts it). The check runs when any of `--instances`,
 `--subnets`, `--security-groups` is given, or when BASE → HEAD changes a class's selector (the terms are outside
 the class's hash: nothing else would show it); otherwise it stays silent, as before. With `--redact`, subnet and
-security-group ids are named by a stable hash (`subnet-…`, `sg-…`, `redact.hashed`).
+security-group ids are named by a stable hash (`subnet-…`, `sg-…`, `redact.hashed`). Capacity-reservation drift,
+which v1.14.1 checks next, is `reservationdrift`'s (called from here, so that an earlier error stops it too).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.ec2answers import Ec2Answers
 from karpenter_policy.commands.plan.fleet import FleetNode
 from karpenter_policy.commands.plan.redact import hashed
+from karpenter_policy.commands.plan.reservationdrift import ReservationDriftRules
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 
@@ -127,6 +129,8 @@ class NetworkDriftRules:
         self.empty: Counter[tuple[str, str, str]] = Counter()
         #: (owner, why) → nodes whose AMI check errors first (v1.14.1 checks nothing after it)
         self.skipped: Counter[tuple[str, str]] = Counter()
+        #: CapacityReservationDrift, checked after both (v1.14.1 drift.go:68-81)
+        self.reservations = ReservationDriftRules(base, head, cluster, redact=redact)
 
     def notes(self) -> list[str]:
         out = [f"{_plural(count)} of {owner}: {what} drift not assessed: {why}"
@@ -137,7 +141,7 @@ class NetworkDriftRules:
                 "and drifts nothing" for (owner, what, source), count in sorted(self.empty.items())]
         out += [f"{_plural(count)} of {owner}: {why}: Karpenter's AMI drift check errors before security groups and "
                 "subnets are compared: no drift of either" for (owner, why), count in sorted(self.skipped.items())]
-        return out
+        return out + self.reservations.notes()
 
     def _show(self, kind: _Kind, ids: Sequence[str]) -> str:
         shown = [hashed(kind.hash_kind, i) for i in ids] if self.redact else list(ids)
@@ -189,10 +193,15 @@ class NetworkDriftRules:
     # --- the nodes -----------------------------------------------------------------------------------------------
 
     def node_class(self, name: str, node: FleetNode, *, ami_error: str | None = None) -> list[tuple[str, str]]:
-        """The (field, reason) pairs of a node of EC2NodeClass `name`, in Karpenter's order (none: no drift);
-        `ami_error`: why v1.14.1's AMI check, which runs first, errors for it (then nothing else is checked)."""
-        return self._check(f"EC2NodeClass {name}", node, lambda kind: self._class_resolution(name, kind),
-                           lambda kind: f"spec.{kind.terms}", ami_error) or []
+        """The (field, reason) pairs of a node of EC2NodeClass `name`, in Karpenter's order — security groups,
+        subnets, capacity reservation (none: no drift); `ami_error`: why v1.14.1's AMI check, which runs first,
+        errors for it (then nothing else is checked)."""
+        found = self._check(f"EC2NodeClass {name}", node, lambda kind: self._class_resolution(name, kind),
+                            lambda kind: f"spec.{kind.terms}", ami_error)
+        if found is None or ami_error is not None:
+            return found or []  # an earlier check errors: v1.14.1 returns before it compares reservations
+        reservation = self.reservations.node_class(name, node)
+        return found + ([reservation] if reservation is not None else [])
 
     def template(self, name: str | None, node: FleetNode) -> list[tuple[str, str]] | None:
         """The same for a node of a Provisioner referencing AWSNodeTemplate `name`; None when Karpenter v0.31.1's

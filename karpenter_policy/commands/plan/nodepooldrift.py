@@ -64,7 +64,9 @@ from karpenter_policy.api.v1.statichash import (
     NODEPOOL_HASH_VERSION_KEY,
     UNHASHED_CLASS_FIELDS,
 )
+from karpenter_policy.cloud.capacityreservations import EXPIRATION_PERIOD
 from karpenter_policy.commands.plan.amidrift import AmiDriftRules
+from karpenter_policy.commands.plan.capacityblocks import CapacityBlocks
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, expiry_word, hashed_changes, is_expiry
 from karpenter_policy.commands.plan.fleet import NEVER, FleetNode
 from karpenter_policy.commands.plan.networkdrift import NetworkDriftRules
@@ -157,7 +159,8 @@ class NodePoolDriftRules:
 
     def __init__(self, base: PolicySide, head: PolicySide, start: dt.datetime,
                  cluster_classes: Sequence[Obj] = (), *, horizon: dt.timedelta = dt.timedelta(0),
-                 ami: AmiDriftRules | None = None, network: NetworkDriftRules | None = None) -> None:
+                 ami: AmiDriftRules | None = None, network: NetworkDriftRules | None = None,
+                 blocks: CapacityBlocks | None = None) -> None:
         self.base, self.head, self.start = base, head, start
         #: NodeClaims expiring until `start + horizon` are planned (at their expiry time)
         self.horizon = horizon
@@ -170,6 +173,8 @@ class NodePoolDriftRules:
         self.ami = ami if ami is not None else AmiDriftRules(base, head, cluster_classes, start=start)
         #: security-group and subnet drift (`networkdrift`; None: not assessed)
         self.network = network
+        #: capacity blocks' ends (`capacityblocks`): their nodes expire 40 minutes before
+        self.blocks = blocks if blocks is not None else CapacityBlocks(cluster_classes)
 
     def notes(self) -> list[str]:
         """What the reader should know of the nodes static drift skipped."""
@@ -251,8 +256,15 @@ class NodePoolDriftRules:
         for why in Requirements.from_labels(dict(labels)).incompatibilities(requirements, frozenset()):
             reasons.append(f"requirement drift: {why} (nodepool {name}'s spec.template.spec.requirements)")
         expires_at, expire_after = self._expiry(node, base_doc)
+        block = self.blocks.expiry(node)
+        if block is not None and (expires_at is None or block[1] < expires_at):
+            expires_at, expire_after = block[1], None
         expires = expires_at is not None and expires_at <= self.start + self.horizon
-        if expires_at is not None and expires and expire_after is not None:
+        if block is not None and expires_at == block[1] and expires:
+            reasons.append(f"{expiry_word(expires_at, self.start)}: capacity block {block[0]} ends "
+                           f"{block[1] + EXPIRATION_PERIOD:%Y-%m-%dT%H:%M:%SZ}, its nodes deleted 40 minutes before "
+                           "(the expiration controller; forceful: no budget, no replacement first)")
+        elif expires_at is not None and expires and expire_after is not None:
             created = (claim.created if claim is not None and claim.created else node.created) or self.start
             reasons.append(f"{expiry_word(expires_at, self.start)}: created {created:%Y-%m-%dT%H:%M:%SZ} + expireAfter "
                            f"{_go_text(expire_after)} (forceful: no budget, no replacement first)")

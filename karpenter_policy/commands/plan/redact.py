@@ -217,9 +217,11 @@ def _storage_class(obj: Obj, names: _Names) -> Obj:
                                                kept=(DEFAULT_CLASS_ANNOTATION,)), **kept}
 
 
-#: What the plan reads of a cluster EC2NodeClass (`amidrift`, `networkdrift`): its selector terms, what they resolved.
-_CLASS_SPEC = ("amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms")
-_CLASS_STATUS = ("amis", "subnets", "securityGroups")
+#: What the plan reads of a cluster EC2NodeClass (`amidrift`, `networkdrift`, `reservationdrift`): its selector terms,
+#: what they resolved.
+_CLASS_SPEC = ("amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms",
+               "capacityReservationSelectorTerms")
+_CLASS_STATUS = ("amis", "subnets", "securityGroups", "capacityReservations")
 
 
 def _node_class(obj: Obj, _names: _Names) -> Obj:

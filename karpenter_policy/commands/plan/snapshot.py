@@ -131,6 +131,14 @@ def _is_str_map(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
+def _is_time(value: Any) -> bool:
+    """An RFC 3339 time with its zone (`2026-12-01T05:00:00Z`), as Kubernetes writes one."""
+    try:
+        return isinstance(value, str) and objects.parse_time(value).tzinfo is not None
+    except ValueError:
+        return False
+
+
 def _node_problem(item: Obj) -> str | None:
     meta = objects.metadata(item)
     if meta.get("creationTimestamp") is not None:
@@ -285,22 +293,26 @@ def _requirement_problem(requirement: Any) -> bool:
 
 def _node_class_problem(item: Obj) -> str | None:
     """An EC2NodeClass: what the plan reads of it — `spec.amiSelectorTerms`, `spec.subnetSelectorTerms` and
-    `spec.securityGroupSelectorTerms` (lists of objects), `status.amis` (each an `id` and its `requirements`, node
-    selector requirements), `status.subnets` and `status.securityGroups` (each an `id`)."""
+    `spec.securityGroupSelectorTerms`, `spec.capacityReservationSelectorTerms` (lists of objects), `status.amis`
+    (each an `id` and its `requirements`, node selector requirements), `status.subnets`, `status.securityGroups` and
+    `status.capacityReservations` (each an `id`; its `endTime`, when there, a time)."""
     for part in ("spec", "status"):
         if item.get(part) is not None and not isinstance(item[part], dict):
             return f"{part} is not an object: {_quote(item[part])}"
-    for key in ("amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms"):
+    for key in ("amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms",
+                "capacityReservationSelectorTerms"):
         terms = (item.get("spec") or {}).get(key)
         if terms is not None and not (isinstance(terms, list) and all(isinstance(t, dict) for t in terms)):
             return f"spec.{key} is not a list of objects: {_quote(terms)}"
-    for key in ("subnets", "securityGroups"):
+    for key in ("subnets", "securityGroups", "capacityReservations"):
         listed = (item.get("status") or {}).get(key)
         if listed is not None and not isinstance(listed, list):
             return f"status.{key} is not a list: {_quote(listed)}"
         for index, entry in enumerate(listed or []):
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or not entry["id"]:
                 return f"status.{key}[{index}] has no id: {_quote(entry)}"
+            if key == "capacityReservations" and entry.get("endTime") is not None and not _is_time(entry["endTime"]):
+                return f"status.{key}[{index}].endTime is not a time: {_quote(entry['endTime'])}"
     amis = (item.get("status") or {}).get("amis")
     if amis is None:
         return None

@@ -4,7 +4,7 @@ interruption controller).
 :meth:`InterruptionHandler.poll_once` receives up to 10 messages (long polling), reads each
 (:mod:`~karpenter_policy.reconcile.interruption.eventbridge`) and acts on the Nodes of ours whose instance it names:
 
-| kind | Node event | action |
+| kind | Event (on the NodeClaim and the Node) | action |
 |---|---|---|
 | spot interruption warning | Warning `SpotInterrupted` | its offering (type, zone, spot) unavailable; cordon, drain |
 | rebalance recommendation | Normal `SpotRebalanceRecommendation` | none |
@@ -16,7 +16,9 @@ interruption controller).
 *Cordon and drain* goes through the node-deletion path (:func:`~karpenter_policy.reconcile.nodedeletion.delete_node`:
 the Node is deleted, its ``karpenter.sh/termination`` finalizer holds it while the controller's termination step
 cordons it, evicts its pods and terminates its instance — the same path as every other disruption). It is
-logged (``initiating delete from interruption message``) with a Warning Event `TerminatingOnInterruption`. A Node
+logged (``initiating delete from interruption message``) with a Warning Event `TerminatingOnInterruption`. Every
+Event goes on the Node's NodeClaim (found in the cluster state by `status.nodeName` or instance; when there is one)
+and on the Node, as v1.14.1's `interruption/events/events.go` (and v0.31.1's) publishes each. A Node
 already being deleted is left to termination, without a second log line or Event. The deletion is counted as
 Karpenter counts it: a Provisioner's node as v0.31's machine terminated (`karpenter_machines_terminated
 {reason="interruption"}`), a NodePool's as v1.14.1's NodeClaim disrupted (`karpenter_nodeclaims_disrupted_total`),
@@ -92,7 +94,7 @@ def _utc_now() -> dt.datetime:
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """The Event a message puts on the Node it is about."""
+    """The Event a message puts on the Node it is about and on its NodeClaim."""
 
     reason: str
     message: str
@@ -340,15 +342,17 @@ class InterruptionHandler:
                 "queue": self.queue.name, "messageKind": message.kind.value, "node": name, "action": action,
             }
             event = notice(message)
+            claim = self._claim_of(node)
             if event is not None:
-                self._event(node, event.reason, event.message, event.severity)
+                self._events(node, claim, event.reason, event.message, event.severity)
             self.metrics.interruption_actions.labels(action).inc()
             result.acted[name] = action
             if message.kind is MessageKind.SPOT_INTERRUPTION:
                 self._mark_unavailable(node, message)
             elif message.kind is MessageKind.CAPACITY_RESERVATION_INTERRUPTION:
                 self._mark_reservation_unavailable(node)
-            if action == CORDON_AND_DRAIN and not self._drain(node, fields, result, disrupted_reason(message)):
+            if action == CORDON_AND_DRAIN and not self._drain(node, claim, fields, result,
+                                                              disrupted_reason(message)):
                 handled = False
         if message.time is not None and handled:
             self.metrics.interruption_latency.observe(max(0.0, (self.wall_clock() - message.time).total_seconds()))
@@ -367,13 +371,44 @@ class InterruptionHandler:
         if reservation and isinstance(self.cloud, ReservingCloud):
             self.cloud.mark_reservation_unavailable(reservation)
 
-    def _drain(self, node: Obj, fields: dict[str, object], result: InterruptionResult, v1_reason: str) -> bool:
+    def _claim_of(self, node: Obj) -> Obj | None:
+        """The NodeClaim of the Node (`status.nodeName`, else its instance), as the state holds it; without a state,
+        listed; None: none, or the list failed (logged; the Node's Event is still recorded)."""
+        name, instance = objects.name(node), node_info.instance_id(node)
+        state = self._state
+        if state is not None:
+            claims = [(c.node_name, c.instance_id, c.obj) for c in state.claims()]
+        else:
+            try:
+                listed = self.cluster.list(objects.NODE_CLAIM).items
+            except ClusterError as error:
+                INTERRUPTION.warning("could not list nodeclaims, %s", error, extra=self._fields())
+                return None
+            claims = [(str((c.get("status") or {}).get("nodeName") or ""),
+                       node_info.instance_id_of(str((c.get("status") or {}).get("providerID") or "")), c)
+                      for c in listed]
+        found = [obj for node_name, instance_id, obj in claims
+                 if node_name == name or (instance and instance_id == instance)]
+        return found[0] if found else None
+
+    def _events(self, node: Obj, claim: Obj | None, reason: str, message: str, severity: EventSeverity) -> None:
+        """v1.14.1 `interruption/events/events.go` (and v0.31.1's): every kind's Event on the NodeClaim, then on the
+        Node."""
+        if claim is not None:
+            self._event(claim, reason, message, severity)
+        self._event(node, reason, message, severity)
+
+    def _drain(self, node: Obj, claim: Obj | None, fields: dict[str, object], result: InterruptionResult,
+               v1_reason: str) -> bool:
         """Delete the Node through the node-deletion path; False when the API or EC2 refused (the message comes
         back and this is tried again: every step is idempotent)."""
         name = objects.name(node)
         first = not objects.is_deleting(node)
         if first:  # as Karpenter: logged when the deletion is requested
             INTERRUPTION.info("initiating delete from interruption message", extra=self._fields(**fields))
+            if claim is not None:  # v1.14.1 events.go `TerminatingOnInterruption`: the claim's says NodeClaim
+                self._event(claim, REASON_TERMINATING, "Interruption triggered termination for the NodeClaim",
+                            "Warning")
             self._event(node, REASON_TERMINATING, "Interruption triggered termination for the Node", "Warning")
         try:
             delete_node(self.cluster, node)

@@ -1,0 +1,54 @@
+"""Capacity blocks ending during the rollout: when Karpenter v1.14.1's expiration controller deletes a reserved node.
+
+aws v1.14.1 `pkg/controllers/capacityreservation/expiration/controller.go` deletes every NodeClaim in a capacity
+block once the block is `expiring`: 40 minutes before its end (`pkg/apis/v1/ec2nodeclass_status.go:238`,
+`capacityReservationExpirationPeriod`). The snapshot tells a block's end by the cluster's EC2NodeClasses:
+`status.capacityReservations[]` with `reservationType: capacity-block` and `endTime`. A node labelled
+`karpenter.sh/capacity-type: reserved` and `karpenter.k8s.aws/capacity-reservation-id` of such a block is deleted
+then — as an expiry is (no budget, no replacement first), so the plan shows it as expiring at that moment.
+Default reservations (interruptible or not) are never expired early; a reservation no class status lists is not
+known to end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+
+from karpenter_policy.cloud.capacityreservations import EXPIRATION_PERIOD, TYPE_CAPACITY_BLOCK
+from karpenter_policy.commands.plan.fleet import FleetNode
+from karpenter_policy.commands.plan.redact import hashed
+from karpenter_policy.kube import objects
+from karpenter_policy.kube.objects import Obj
+from karpenter_policy.model import labels as wk
+
+__all__ = ["CapacityBlocks"]
+
+
+class CapacityBlocks:
+    """The capacity blocks the snapshot's EC2NodeClasses list, by reservation id: their end."""
+
+    def __init__(self, cluster_classes: Sequence[Obj], *, redact: bool = False) -> None:
+        self.redact = redact
+        self.ends: dict[str, dt.datetime] = {}
+        for node_class in cluster_classes:
+            status = node_class.get("status")
+            listed = status.get("capacityReservations") if isinstance(status, Mapping) else None
+            for item in listed if isinstance(listed, list) else []:
+                if not isinstance(item, Mapping) or item.get("reservationType") != TYPE_CAPACITY_BLOCK:
+                    continue
+                end = item.get("endTime")
+                if isinstance(end, str) and isinstance(item.get("id"), str):
+                    moment = objects.parse_time(end)  # the snapshot checked it is a time
+                    known = self.ends.get(item["id"])
+                    self.ends[item["id"]] = moment if known is None else min(known, moment)
+
+    def expiry(self, node: FleetNode) -> tuple[str, dt.datetime] | None:
+        """(reservation id — hashed `cr-…` with `--redact` —, when the expiration controller deletes the node) for a
+        node in a capacity block."""
+        labels = node.claim.labels if node.claim is not None else node.labels
+        reservation = labels.get(wk.CAPACITY_RESERVATION_ID)
+        if labels.get(wk.CAPACITY_TYPE) != wk.CAPACITY_RESERVED or not reservation or reservation not in self.ends:
+            return None
+        shown = hashed("cr", reservation) if self.redact else reservation
+        return shown, self.ends[reservation] - EXPIRATION_PERIOD

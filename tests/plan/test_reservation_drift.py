@@ -1,0 +1,261 @@
+"""CapacityReservationDrift in `plan` (`reservationdrift`; aws v1.14.1 `pkg/cloudprovider/drift.go:148`,
+`isCapacityReservationDrifted`) from a snapshot: a reserved node's reservation label against the cluster
+EC2NodeClass's `status.capacityReservations` (terms unchanged) or HEAD's changed `capacityReservationSelectorTerms`
+(`id` terms decided, `tags` / `ownerID` terms noted, never guessed); the order after subnets; the CLI's JSON and
+`--redact`; a malformed status is a snapshot problem naming the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from karpenter_policy.api.v1.admission import stored_form
+from karpenter_policy.catalog import load_catalog
+from karpenter_policy.commands.plan.command import plan_command
+from karpenter_policy.commands.plan.drift import PolicySide
+from karpenter_policy.commands.plan.options import PlanOptions
+from karpenter_policy.commands.plan.redact import hashed
+from karpenter_policy.commands.plan.snapshot import read_snapshot
+from tests.plan.snapshots import listing, pod, write
+from tests.plan.test_network_drift import (
+    FAKE_SUBNET,
+    GROUP,
+    SUBNET_1,
+    cluster_class,
+    imaged,
+    instances,
+    network_drift,
+)
+from tests.plan.v1snapshots import claim, node_class, nodepool, pool_node, v1_policies
+
+SUITE = "aws/karpenter-provider-aws v1.14.1 pkg/cloudprovider/suite_test.go"
+RESERVED = "karpenter.sh/capacity-type: reserved"
+
+
+def reserving_pool() -> str:
+    """The default NodePool allowing reserved capacity (else a reserved node would drift on its requirements)."""
+    return nodepool().replace("values: [on-demand]}", "values: [on-demand, reserved]}")
+
+
+def terms(*ids: str, tags: bool = False) -> str:
+    listed = [f"{{id: {i}}}" for i in ids] + (["{tags: {team: gpu}}"] if tags else [])
+    return node_class(extra=f"  capacityReservationSelectorTerms: [{', '.join(listed)}]\n")
+
+
+def side(document: str) -> PolicySide:
+    made = stored_form(yaml.safe_load(document))
+    return PolicySide("x", {}, {}, {"default": stored_form(yaml.safe_load(reserving_pool()))}, {"default": made})
+
+
+def reserved(node_name: str, reservation: str | None) -> list[dict[str, Any]]:
+    """A Node and its NodeClaim in `reservation` (None: EC2 moved it to on-demand; the capacity-type controller
+    relabelled it so)."""
+    labels = {"karpenter.k8s.aws/capacity-reservation-id": reservation} if reservation else {}
+    capacity = "reserved" if reservation else "on-demand"
+    made = imaged(node_name)
+    claimed = claim(node_name, labels=labels, capacity_type=capacity)
+    claimed["status"] = made["status"]
+    return [pool_node(node_name, capacity_type=capacity, labels=labels), claimed]
+
+
+def in_cluster(document: str, *reservations: str) -> dict[str, Any]:
+    """The cluster's EC2NodeClass, its status resolved (suite_test.go:918-928's `status.capacityReservations`)."""
+    made = cluster_class([SUBNET_1], [GROUP], document)
+    made["status"]["capacityReservations"] = [
+        {"id": r, "availabilityZone": "us-east-1a", "instanceMatchCriteria": "targeted", "instanceType": "m5.large",
+         "ownerID": "012345678901", "state": "active", "reservationType": "default"} for r in reservations]
+    return made
+
+
+def test_karpenters_dynamic_capacity_reservation_drift_from_the_clusters_status(tmp_path: Path) -> None:
+    """suite_test.go:917 ("should dynamically drift nodeclaims for capacity reservations"): the status lists cr-foo;
+    an instance in cr-foo does not drift, one in cr-bar drifts CapacityReservationDrift."""
+    classes = side(terms("cr-foo"))
+    items = [*reserved("n1", "cr-foo"), *reserved("n2", "cr-bar"), in_cluster(terms("cr-foo"), "cr-foo")]
+
+    reasons, notes, fields = network_drift(tmp_path, classes, classes, items)
+
+    assert reasons == {"n1": (), "n2": (
+        "CapacityReservationDrift: reservation cr-bar of node n2 is not among EC2NodeClass default's "
+        "spec.capacityReservationSelectorTerms (status.capacityReservations: cr-foo)",)}
+    assert fields["n2"] == ("EC2NodeClass default: CapacityReservationDrift (spec.capacityReservationSelectorTerms "
+                            "(status.capacityReservations))",)
+    assert notes == []
+
+
+def test_a_node_fallen_back_to_on_demand_does_not_drift(tmp_path: Path) -> None:
+    """suite_test.go:949 ("should not drift when capacity reservation falls back to on-demand"): the status no
+    longer lists the reservation and the instance left it (relabelled on-demand) — no drift."""
+    classes = side(terms("cr-foo"))
+    items = [*reserved("n1", None), in_cluster(terms("cr-foo"))]
+
+    reasons, notes, _ = network_drift(tmp_path, classes, classes, items)
+
+    assert reasons == {"n1": ()} and notes == []
+
+
+def test_changed_id_terms_drift_the_nodes_whose_reservation_they_no_longer_name(tmp_path: Path) -> None:
+    """HEAD drops cr-bar from the `id` terms: its node drifts, the field saying the terms changed; cr-foo stays
+    selected (the cluster's status shows it exists)."""
+    base, head = side(terms("cr-foo", "cr-bar")), side(terms("cr-foo"))
+    items = [*reserved("n1", "cr-foo"), *reserved("n2", "cr-bar"),
+             in_cluster(terms("cr-foo", "cr-bar"), "cr-foo", "cr-bar")]
+
+    reasons, notes, fields = network_drift(tmp_path, base, head, items)
+
+    assert reasons == {"n1": (), "n2": (
+        "CapacityReservationDrift: EC2NodeClass default's spec.capacityReservationSelectorTerms changed → "
+        "reservation cr-bar of node n2 is no longer selected (now: cr-foo)",)}
+    assert fields["n2"] == ("EC2NodeClass default: CapacityReservationDrift (spec.capacityReservationSelectorTerms "
+                            "changed)",)
+    assert notes == []
+
+
+def test_removing_every_term_drifts_every_reserved_node(tmp_path: Path) -> None:
+    base, head = side(terms("cr-foo")), side(node_class())
+    items = [*reserved("n1", "cr-foo"), *reserved("n2", None), in_cluster(terms("cr-foo"), "cr-foo")]
+
+    reasons, _, _ = network_drift(tmp_path, base, head, items)
+
+    assert reasons["n2"] == ()
+    assert reasons["n1"] == ("CapacityReservationDrift: EC2NodeClass default's spec.capacityReservationSelectorTerms "
+                             "changed → reservation cr-foo of node n1 is no longer selected (now: none)",)
+
+
+def test_changed_tag_terms_are_noted_never_guessed(tmp_path: Path) -> None:
+    """A `tags` term selects what DescribeCapacityReservations answers at apply time: a node its `id` terms do not
+    name is counted in a note, neither drifted nor kept silently."""
+    base, head = side(terms("cr-foo")), side(terms(tags=True))
+    items = [*reserved("n1", "cr-foo"), in_cluster(terms("cr-foo"), "cr-foo")]
+
+    reasons, notes, _ = network_drift(tmp_path, base, head, items)
+
+    assert reasons == {"n1": ()}
+    assert notes == ["1 node of EC2NodeClass default: capacity-reservation drift not assessed: HEAD changes "
+                     "spec.capacityReservationSelectorTerms; its tags/ownerID terms select what `aws ec2 "
+                     "describe-capacity-reservations` answers at apply time"]
+
+
+def test_an_id_term_the_status_does_not_show_to_exist_is_noted(tmp_path: Path) -> None:
+    """drift.go compares with the class's status, which lists only reservations EC2 found: an `id` term naming one the
+    snapshot's status does not show may select nothing — noted, not decided."""
+    base, head = side(terms("cr-foo")), side(terms("cr-bar"))
+    items = [*reserved("n1", "cr-bar"), in_cluster(terms("cr-foo"), "cr-foo")]
+
+    reasons, notes, _ = network_drift(tmp_path, base, head, items)
+
+    assert reasons == {"n1": ()}
+    assert notes == ["1 node of EC2NodeClass default: capacity-reservation drift not assessed: HEAD's "
+                     "spec.capacityReservationSelectorTerms names reservation cr-bar by id, which the snapshot's "
+                     "status.capacityReservations does not show to exist (an id that does not exist selects nothing)"]
+
+
+def test_it_comes_after_subnet_drift_and_not_at_all_when_subnets_error(tmp_path: Path) -> None:
+    """drift.go:68-81: security groups, subnets, then the capacity reservation; an empty `status.subnets` errors
+    first (no drift of any kind)."""
+    classes = side(terms("cr-foo"))
+    items = [*reserved("n1", "cr-bar"), in_cluster(terms("cr-foo"), "cr-foo")]
+    items[-1]["status"]["subnets"] = [{"id": SUBNET_1, "zone": "us-east-1a"}]
+
+    reasons, _, _ = network_drift(tmp_path, classes, classes, items, instances_answer=instances(FAKE_SUBNET))
+    assert [r.split(":", 1)[0] for r in reasons["n1"]] == ["SubnetDrift", "CapacityReservationDrift"]
+
+    items[-1]["status"]["subnets"] = []
+    reasons, _, _ = network_drift(tmp_path, classes, classes, items, instances_answer=instances(FAKE_SUBNET))
+    assert reasons == {"n1": ()}
+
+
+def test_without_the_cluster_class_and_unchanged_terms_nothing_is_said(tmp_path: Path) -> None:
+    classes = side(terms("cr-foo"))
+    reasons, notes, _ = network_drift(tmp_path, classes, classes, reserved("n1", "cr-bar"))
+    assert reasons == {"n1": ()} and notes == []
+
+
+def test_a_malformed_status_capacity_reservations_is_a_snapshot_problem() -> None:
+    made = stored_form(yaml.safe_load(node_class()))
+    made["status"] = {"capacityReservations": [{"state": "active"}]}
+    snapshot = read_snapshot(json.dumps(listing(made)).encode(), "s.json")
+    assert any("status.capacityReservations[0] has no id" in str(p) for p in snapshot.errors), snapshot.errors
+
+
+def plan(tmp_path: Path, **options: Any) -> Any:
+    base = v1_policies(tmp_path / "base", reserving_pool(), node_classes=(terms("cr-foo", "cr-bar"),))
+    head = v1_policies(tmp_path / "head", reserving_pool(), node_classes=(terms("cr-foo"),))
+    items = [*reserved("n1", "cr-foo"), pod("web-1", "n1", "web"), *reserved("n2", "cr-bar"),
+             pod("web-2", "n2", "web"), in_cluster(terms("cr-foo", "cr-bar"), "cr-foo", "cr-bar")]
+    return plan_command(PlanOptions(snapshot=(write(tmp_path / "s.json", *items),), start="2026-11-30T09:00:00Z",
+                                    output="json", base=base, head=head, consolidation_timeout="0s", **options),
+                        load_catalog())
+
+
+def test_the_plan_puts_the_drifted_reserved_node_in_a_wave_and_redact_hashes_the_ids(tmp_path: Path) -> None:
+    result = plan(tmp_path)
+    hidden = plan(tmp_path, redact=True)
+
+    assert result.exit_code == 0, result.stderr
+    nodes = {n["name"]: n for n in json.loads(result.stdout)["nodes"]}
+    assert nodes["n2"]["drifted"] and nodes["n2"]["wave"] is not None and not nodes["n1"]["drifted"]
+    assert nodes["n2"]["reasons"] == [
+        "CapacityReservationDrift: EC2NodeClass default's spec.capacityReservationSelectorTerms changed → "
+        "reservation cr-bar of node n2 is no longer selected (now: cr-foo)"]
+    assert hidden.exit_code == 0, hidden.stderr
+    assert "cr-bar" not in hidden.stdout and "cr-foo" not in hidden.stdout
+    reasons = [r for n in json.loads(hidden.stdout)["nodes"] for r in n["reasons"]]
+    assert reasons == [f"CapacityReservationDrift: EC2NodeClass default's spec.capacityReservationSelectorTerms "
+                       f"changed → reservation {hashed('cr', 'cr-bar')} of node {hashed('node', 'n2')} is no longer "
+                       f"selected (now: {hashed('cr', 'cr-foo')})"]
+
+
+def block_plan(tmp_path: Path, horizon: str = "24h", reservation_type: str = "capacity-block",
+               redact: bool = False) -> Any:
+    """BASE = HEAD; node n1 in reservation cr-block, whose `endTime` is 12:00 on the plan's day (start 09:00)."""
+    same = v1_policies(tmp_path / "p", reserving_pool(), node_classes=(terms("cr-block"),))
+    status = in_cluster(terms("cr-block"), "cr-block")
+    status["status"]["capacityReservations"][0].update(reservationType=reservation_type,
+                                                       endTime="2026-11-30T12:00:00Z")
+    items = [*reserved("n1", "cr-block"), pod("web-1", "n1", "web"), status]
+    return plan_command(PlanOptions(snapshot=(write(tmp_path / "s.json", *items),), start="2026-11-30T09:00:00Z",
+                                    output="json", base=same, head=same, horizon=horizon, redact=redact),
+                        load_catalog())
+
+
+def test_a_capacity_blocks_nodes_expire_40_minutes_before_its_end(tmp_path: Path) -> None:
+    """aws v1.14.1 pkg/controllers/capacityreservation/expiration/controller.go (suite_test.go:93 "should delete
+    nodeclaims for expiring capacity blocks"): a capacity block is `expiring` 40 minutes before its `endTime`
+    (ec2nodeclass_status.go:238) and its NodeClaims are deleted then — planned as an expiry at 11:20."""
+    result = block_plan(tmp_path)
+
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    (node,) = document["nodes"]
+    assert (node["expires"], node["expires_at"]) == (True, "2026-11-30T11:20:00Z")
+    assert node["reasons"] == ["expires 2026-11-30T11:20:00Z: capacity block cr-block ends 2026-11-30T12:00:00Z, its "
+                               "nodes deleted 40 minutes before (the expiration controller; forceful: no budget, no "
+                               "replacement first)"]
+    assert [(w["start"][11:19], w["method"], w["nodes"]) for w in document["waves"]] == [
+        ("11:20:00", "expiration", ["n1"])]
+
+    hidden = block_plan(tmp_path, redact=True)
+    assert hidden.exit_code == 0 and "cr-block" not in hidden.stdout
+    assert f"capacity block {hashed('cr', 'cr-block')} ends" in hidden.stdout
+
+
+def test_a_default_reservation_or_a_block_past_the_horizon_does_not_expire(tmp_path: Path) -> None:
+    """suite_test.go:127 ("should not delete nodeclaims for default reservations"): a default reservation's end does
+    not delete its nodes early; a block ending beyond `--horizon` is not in the plan."""
+    for found in (block_plan(tmp_path / "default", reservation_type="default"),
+                  block_plan(tmp_path / "short", horizon="1h")):
+        assert found.exit_code == 0, found.stderr
+        (node,) = json.loads(found.stdout)["nodes"]
+        assert not node["expires"] and node["reasons"] == []
+
+
+def test_a_bad_end_time_is_a_snapshot_problem() -> None:
+    made = stored_form(yaml.safe_load(node_class()))
+    made["status"] = {"capacityReservations": [{"id": "cr-1", "endTime": "noon"}]}
+    snapshot = read_snapshot(json.dumps(listing(made)).encode(), "s.json")
+    assert any("status.capacityReservations[0].endTime is not a time: 'noon'" in str(p) for p in snapshot.errors), (
+        snapshot.errors)
