@@ -262,10 +262,19 @@ def _parse_resource_list(raw: object, path: SpecPath, capped: list[tuple[SpecPat
             raise PodSpecError(at, f"{name}: {error}") from None
         if quantity.value < 0:
             raise PodSpecError(at, f"{name}: a request cannot be negative")
+        if is_extended_resource(str(name)) and quantity.value % 1:
+            # the API server's ValidateResourceQuantityValue: an extended resource is counted in whole devices
+            raise PodSpecError(at, f"{name}: {value} must be an integer (an extended resource is a count of devices)")
         if quantity.out_of_range and capped is not None:
             capped.append((at, out_of_range_message(str(name), value)))
         parsed[str(name)] = quantity.value
     return parsed
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' `IsExtendedResourceName`: a name with a domain outside `kubernetes.io` (`nvidia.com/gpu`,
+    `vpc.amazonaws.com/efa`), not a quota's `requests.` name."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
 def container_requests(

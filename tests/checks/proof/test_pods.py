@@ -149,6 +149,34 @@ def test_malformed_resources_name_their_path(spec: dict[str, Any], path: tuple[A
     assert raised.value.path == path
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "whole"),
+    [
+        ("nvidia.com/gpu", "1.5", False),
+        ("vpc.amazonaws.com/efa", "500m", False),
+        ("vpc.amazonaws.com/efa", 1.25, False),
+        ("nvidia.com/gpu", "2", True),
+        ("nvidia.com/gpu", "1k", True),  # 1,000 devices: whole
+        ("cpu", "1.5", True),  # native resources may be fractional
+        ("hugepages-2Mi", "1.5Gi", True),
+        ("example.kubernetes.io/thing", "1.5", True),  # a kubernetes.io name is native, not extended
+    ],
+)
+def test_an_extended_resource_is_refused_unless_whole_as_the_api_server_refuses_it(
+    name: str, value: Any, whole: bool
+) -> None:
+    """Kubernetes' ValidateResourceQuantityValue: an extended resource (IsExtendedResourceName: a domain outside
+    kubernetes.io) must be an integer — the API server refuses `nvidia.com/gpu: 1.5`, so `check` must not place it."""
+    spec = {"containers": [container(limits={name: value})]}
+    if whole:
+        PodScheduling.from_pod_spec(spec)
+        return
+    with pytest.raises(PodSpecError) as raised:
+        PodScheduling.from_pod_spec(spec)
+    assert raised.value.path == ("containers", 0, "resources", "limits", name)
+    assert "must be an integer" in str(raised.value)
+
+
 # --- requirements -------------------------------------------------------------------------------------------
 
 
