@@ -210,12 +210,12 @@ def test_the_plan_puts_the_drifted_reserved_node_in_a_wave_and_redact_hashes_the
 
 
 def block_plan(tmp_path: Path, horizon: str = "24h", reservation_type: str = "capacity-block",
-               redact: bool = False) -> Any:
+               redact: bool = False, end: str = "2026-11-30T12:00:00Z") -> Any:
     """BASE = HEAD; node n1 in reservation cr-block, whose `endTime` is 12:00 on the plan's day (start 09:00)."""
     same = v1_policies(tmp_path / "p", reserving_pool(), node_classes=(terms("cr-block"),))
     status = in_cluster(terms("cr-block"), "cr-block")
     status["status"]["capacityReservations"][0].update(reservationType=reservation_type,
-                                                       endTime="2026-11-30T12:00:00Z")
+                                                       endTime=end)
     items = [*reserved("n1", "cr-block"), pod("web-1", "n1", "web"), status]
     return plan_command(PlanOptions(snapshot=(write(tmp_path / "s.json", *items),), start="2026-11-30T09:00:00Z",
                                     output="json", base=same, head=same, horizon=horizon, redact=redact),
@@ -259,3 +259,16 @@ def test_a_bad_end_time_is_a_snapshot_problem() -> None:
     snapshot = read_snapshot(json.dumps(listing(made)).encode(), "s.json")
     assert any("status.capacityReservations[0].endTime is not a time: 'noon'" in str(p) for p in snapshot.errors), (
         snapshot.errors)
+
+
+def test_a_block_that_ended_at_the_first_moment_a_time_can_say_expires_at_once(tmp_path: Path) -> None:
+    """Hostile probe: `endTime: 0001-01-01T00:00:00Z` (40 minutes before it is no datetime) raised OverflowError out of
+    the plan; the block ended long ago, so its node expires in the first wave."""
+    result = block_plan(tmp_path, end="0001-01-01T00:00:00Z")
+
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    (node,) = document["nodes"]
+    assert node["expires"]
+    assert [(w["start"], w["method"], w["nodes"]) for w in document["waves"]] == [
+        ("2026-11-30T09:00:00Z", "expiration", ["n1"])]

@@ -51,4 +51,7 @@ class CapacityBlocks:
         if labels.get(wk.CAPACITY_TYPE) != wk.CAPACITY_RESERVED or not reservation or reservation not in self.ends:
             return None
         shown = hashed("cr", reservation) if self.redact else reservation
-        return shown, self.ends[reservation] - EXPIRATION_PERIOD
+        end = self.ends[reservation]
+        # a block ending within 40 minutes of year 1 expired long ago: the earliest moment Python can say
+        earliest = dt.datetime.min.replace(tzinfo=end.tzinfo)
+        return shown, end - EXPIRATION_PERIOD if end - earliest >= EXPIRATION_PERIOD else earliest
