@@ -100,6 +100,12 @@ def _describe(catalog: Catalog, it: InstanceType, used: set[str]) -> list[str]:
     network += f" (max pods {pods if pods is not None else 'unknown'})"
     network += f", {it.branch_enis} branch ENIs" if it.branch_enis else ""
     lines.append(network + (source(provenance.network) if provenance else ""))
+    cards = len(it.network_cards)
+    launch = [f"{cards} network card{'s' if cards > 1 else ''} ({', '.join(map(str, it.network_cards))} interfaces)"
+              if cards else "network cards unknown"]
+    launch.append(f"EFA: {it.efa_interfaces} interfaces" if it.efa_interfaces else "no EFA")
+    launch += ["ENA unsupported"] * it.ena_unsupported + ["nested virtualization"] * it.nested_virtualization
+    lines.append("  " + ", ".join(launch))
     zones = ", ".join(f"{z} ({'/'.join(_capacity_types(it, z))})" for z in it.zones())
     if provenance:
         used.add(OFFERINGS_SOURCE if provenance.zones == OFFERINGS_SOURCE else "inferred")

@@ -115,6 +115,20 @@ def test_instance_pods_count_the_default_network_card(name: str, pods: int) -> N
     assert f"(max pods {pods})" in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [("p4d.24xlarge", "  4 network cards (15, 15, 15, 15 interfaces), EFA: 4 interfaces\n"),
+     ("t2.micro", "  1 network card (2 interfaces), no EFA, ENA unsupported\n"),
+     ("m5.large", "  1 network card (3 interfaces), no EFA\n")],
+)  # fmt: skip
+def test_catalog_show_prints_the_facts_an_ec2nodeclass_launch_is_checked_against(name: str, line: str) -> None:
+    """The network cards, EFA interfaces, ENA and nested virtualization that `networkInterfaces` and `cpuOptions`
+    narrow types by (model.nodeclassfit) are what `catalog show` says of the type."""
+    result = cli("catalog", "show", name)
+    assert result.returncode == 0, result.stderr
+    assert line in result.stdout
+
+
 def test_max_pods_agree_with_karpenter_v031_but_where_aws_changed_the_network_cards() -> None:
     """Every type of Karpenter v0.31's table with ENI data gets v0.31's pods, but 11 whose network cards AWS has
     changed since (the VPC limits of 2026-08): the *6in/*6idn .32xlarge and .metal types have 8 ENIs on their default
