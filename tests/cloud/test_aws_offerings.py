@@ -193,3 +193,33 @@ def test_marked_offerings_are_unavailable_for_three_minutes(aws: AwsEnv) -> None
 def test_another_region_is_refused(aws: AwsEnv) -> None:
     with pytest.raises(ValueError, match="serves region us-east-1, not eu-west-1"):
         aws.provider().instance_types("eu-west-1")
+
+
+def test_a_caller_changing_its_list_changes_no_later_answer(aws: AwsEnv) -> None:
+    provider = aws.provider()
+    for spec in (None, aws.spec()):
+        before = provider.instance_types(provider=spec)
+        expected = list(before)
+        before.clear()
+        before.append(catalog_types(["m5.large"])[0])
+
+        assert provider.instance_types(provider=spec) == expected
+
+
+def test_types_in_the_subnets_zones_are_made_again_only_when_the_zones_or_live_data_change(aws: AwsEnv) -> None:
+    """Not a copy of every type per call (#26): the same settings, answers and zones give the same objects."""
+    provider = aws.provider()
+    everywhere = by_name(provider.instance_types())
+    first = provider.instance_types(provider=aws.spec())
+    again = provider.instance_types(provider=aws.spec())
+    assert all(a is b for a, b in zip(first, again, strict=True))
+
+    one_zone = by_name(provider.instance_types(provider=aws.spec(subnetSelector={"aws-ids": aws.subnets[ZONES[0]]})))
+    assert one_zone["m5.large"].zones() == (ZONES[0],)
+    assert by_name(provider.instance_types(provider=aws.spec()))["m5.large"].zones() == ZONES
+    assert everywhere["m5.large"] is by_name(provider.instance_types())["m5.large"]
+
+    aws.clock.advance(301)  # new offerings and spot answers: the live types are made again, and so the zoned ones
+    refreshed = provider.instance_types(provider=aws.spec())
+    assert refreshed == first
+    assert not any(a is b for a, b in zip(first, refreshed, strict=True))

@@ -2,7 +2,8 @@
 
 :class:`AwsConnection` says where to talk to (region, an endpoint URL for every service or per service, e.g.
 moto's server in tests, credentials) and how (botocore ``standard`` retries, which back off on throttling and
-5xx answers, and timeouts). :class:`AwsApi` makes the clients once and runs calls and paginations, turning
+5xx answers, and timeouts). :class:`AwsApi` makes the clients once (its session is its own, on the process's
+one botocore loader: ``cloud.aws.sessions``) and runs calls and paginations, turning
 every botocore failure into a :class:`~karpenter_policy.cloud.CloudError` naming the endpoint and operation —
 an answer whose JSON has a shape botocore's parser trips on (``{"cluster": []}`` raises AttributeError inside it)
 included: a cloud error, never an exception that reaches a controller's thread.
@@ -15,10 +16,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3.session
 from botocore.config import Config
 
 from karpenter_policy.cloud.aws.errors import SDK_ERRORS, reason, translate
+from karpenter_policy.cloud.aws.sessions import new_session
 from karpenter_policy.cloud.errors import CloudError
 
 #: Where the AWS Price List API is served (it lives in a few regions only; us-east-1 answers for all).
@@ -56,7 +57,7 @@ class AwsApi:
         self._lock = threading.Lock()
         self._clients: dict[str, Any] = {}
         try:
-            self._session = boto3.session.Session(
+            self._session = new_session(
                 region_name=connection.region,
                 aws_access_key_id=connection.access_key_id,
                 aws_secret_access_key=connection.secret_access_key,

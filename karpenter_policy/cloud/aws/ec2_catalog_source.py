@@ -15,14 +15,13 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-import boto3
-import boto3.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from karpenter_policy.cloud.aws.answers import AnswerLimits
 from karpenter_policy.cloud.aws.errors import reason as _reason
+from karpenter_policy.cloud.aws.sessions import new_session
 from karpenter_policy.cloud.errors import CloudError
 
 # What Karpenter asks DescribeSpotPriceHistory for: Linux prices, EC2-Classic and VPC descriptions.
@@ -70,7 +69,7 @@ class Ec2CatalogSource:
         )
         try:
             # A session of its own: credentials are resolved now, not cached from an earlier client.
-            session = boto3.session.Session(region_name=region)
+            session = new_session(region_name=region)
             self._ec2: Any = session.client("ec2", region_name=region, endpoint_url=endpoint_url, config=config)
         except (BotoCoreError, ValueError) as exc:
             raise CloudError(self.endpoint, _reason(exc), "create EC2 client") from None

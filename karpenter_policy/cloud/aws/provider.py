@@ -109,6 +109,8 @@ PRICING_REFRESH = 12 * 3600.0
 FILTERED_QUERY_LIMIT = 200
 #: EC2 is eventually consistent: an instance CreateFleet just returned may not be described yet.
 DESCRIBE_ATTEMPTS = 3
+#: How many zone sets (node classes' subnets) the types restricted to them are kept for.
+ZONED_KEPT = 8
 _LAUNCH_TEMPLATE_TAG = "aws:ec2launchtemplate:id"
 #: The AMI family whose nodes boot with nodeadm (and so need the cluster's service CIDR).
 NODEADM_FAMILY = "AL2023"
@@ -217,6 +219,10 @@ class AwsCloudProvider:
         self._lock = threading.Lock()
         self._on_demand: tuple[float, dict[str, float]] | None = None  # (valid until, prices)
         self._built: tuple[tuple[object, object, object], list[InstanceType]] | None = None
+        #: (live types, zones, those types in those zones), for the current live types only.
+        self._zoned: builtins.list[
+            tuple[builtins.list[InstanceType], frozenset[str], builtins.list[InstanceType]]
+        ] = []
         self._reserved_instances: dict[str, str] = {}  # instance id -> its capacity reservation
 
     # --- offerings ------------------------------------------------------------------------------------------
@@ -228,14 +234,31 @@ class AwsCloudProvider:
             raise ValueError(f"this provider serves region {self.region}, not {region}")
         types = self._live_types()
         if filter_sets(provider, SUBNET_ID) != [[]]:  # the settings select subnets
-            zones = set(self._discovery.subnet_per_zone(provider))
-            types = [
-                dataclasses.replace(it, offerings=tuple(o for o in it.offerings if o.zone in zones))
-                for it in types
-                if any(o.zone in zones for o in it.offerings)
-            ]
+            types = self._in_zones(types, frozenset(self._discovery.subnet_per_zone(provider)))
         types = self._compatible(types, provider or {})
+        # A list of its own per call (the types are frozen): a caller changing it changes no cached list.
         return with_unavailable(types, self.unavailable.active())
+
+    def _in_zones(
+        self, types: builtins.list[InstanceType], zones: frozenset[str]
+    ) -> builtins.list[InstanceType]:
+        """The types offered in ``zones`` with their offerings there, made again only when the live types (by
+        identity) or the zones change, not per call: a reconcile asks with the same settings many times."""
+        with self._lock:
+            for built, known, found in self._zoned:
+                if built is types and known == zones:
+                    return found
+        found = [
+            dataclasses.replace(it, offerings=tuple(o for o in it.offerings if o.zone in zones))
+            for it in types
+            if any(o.zone in zones for o in it.offerings)
+        ]
+        with self._lock:
+            # Kept for the current live types only, one entry per zone set (a few node classes).
+            self._zoned = [entry for entry in self._zoned if entry[0] is types][-ZONED_KEPT + 1 :] + [
+                (types, zones, found)
+            ]
+        return found
 
     def _compatible(self, types: builtins.list[InstanceType], spec: Mapping[str, Any]) -> builtins.list[InstanceType]:
         """The types with the offerings of those that cannot launch with the settings' `networkInterfaces`,
