@@ -17,9 +17,13 @@ A controller whose step may wait long on something outside (the interruption que
 from __future__ import annotations
 
 import threading
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from karpenter_policy.reconcile.result import ReconcileResult
+
+#: Seconds until a controller that Karpenter requeues with `RequeueAfter: time.Minute` looks again with nothing
+#: changed (v1.14.1's static and capacity-reservation controllers).
+MINUTE_REQUEUE: Final = 60.0
 
 
 class Reconciler(Protocol):
@@ -54,4 +58,4 @@ class Abandoning(Protocol):
         ...
 
 
-__all__ = ["Abandoning", "Reconciler"]
+__all__ = ["MINUTE_REQUEUE", "Abandoning", "Reconciler"]

@@ -5,12 +5,10 @@ it is next due, so virtual time and the threaded runner run it on the same caden
 from __future__ import annotations
 
 import threading
-from typing import Final
+
+from karpenter_policy.reconcile.steps import MINUTE_REQUEUE as REQUEUE
 
 __all__ = ["REQUEUE", "Minutely"]
-
-#: Seconds between two of their reconciles.
-REQUEUE: Final = 60.0
 
 
 class Minutely:

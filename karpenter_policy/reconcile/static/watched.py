@@ -8,11 +8,10 @@ from typing import Final
 
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.state.cluster import Change
+from karpenter_policy.reconcile.steps import MINUTE_REQUEUE as REQUEUE
 
 __all__ = ["REQUEUE", "StaticWatch"]
 
-#: Seconds until a static controller looks again with nothing changed.
-REQUEUE: Final = 60.0
 #: The state changes that wake them.
 _WAKERS: Final = frozenset({"nodeclaim", "node", "nodepool"})
 
