@@ -443,3 +443,18 @@ def test_the_bootstrap_max_pods_leave_out_an_efa_only_eni_on_card_0(aws: AwsEnv)
     29 (tests/model/test_allocatable_efa_only.py holds the arithmetic)."""
     data = template_of_launch(aws, node_class(networkInterfaces=FOUR_INTERFACES))
     assert "--max-pods=20" in data["UserData"]
+
+
+@pytest.mark.parametrize(
+    ("number", "read"),
+    [(3, "3"), (7, "7"), (0, None), (-1, None), (8, None), (10**4000, None), (True, None), ("2", None), (None, None)],
+)
+def test_a_partition_number_ec2_cannot_give_is_read_as_not_said(number: object, read: str | None) -> None:
+    """Hostile answer: DescribeInstances' `Placement.PartitionNumber` of 4,000 digits would be written as the Node's
+    `placement-group-partition` label (past a label's 63 characters); only 1 … 7, EC2's partitions, are read — the
+    rest is not said, so the registration hook waits instead of writing it."""
+    from karpenter_policy.cloud.aws.provider import _instance
+
+    raw = {"InstanceId": "i-0abc", "Placement": {"AvailabilityZone": "us-east-1a", "GroupId": "pg-1",
+                                                 "PartitionNumber": number}}
+    assert _instance(raw).placement_partition == read

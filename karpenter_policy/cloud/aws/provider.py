@@ -34,6 +34,7 @@ from karpenter_policy.api.v1.launchsettings import (
     CONTEXT,
     CPU_OPTIONS,
     IP_PREFIX_COUNT,
+    MAX_PARTITIONS,
     NETWORK_INTERFACES,
     PLACEMENT_GROUP,
     PUBLIC_IP,
@@ -911,6 +912,13 @@ class AwsCloudProvider:
                     self._reserved_instances[instance.id] = instance.reservation_id
 
 
+def _partition_number(number: object) -> bool:
+    """Whether DescribeInstances' `Placement.PartitionNumber` is one EC2 can give (1 … 7): anything else — a number
+    past any label's 63 characters, 0, a negative — is read as not said (the registration hook waits), never written
+    on a Node."""
+    return isinstance(number, int) and not isinstance(number, bool) and 1 <= number <= MAX_PARTITIONS
+
+
 def _instance(raw: Mapping[str, Any]) -> Instance:
     """An :class:`Instance` from a DescribeInstances entry."""
     tags = {str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags") or []}
@@ -945,7 +953,7 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
         subnet_id=subnet_id if isinstance(subnet_id := raw.get("SubnetId"), str) else "",
         security_groups=_group_ids(raw.get("SecurityGroups")),
         placement_group=group if isinstance(group, str) else "",
-        placement_partition=str(number) if isinstance(number, int) and not isinstance(number, bool) else None,
+        placement_partition=str(number) if _partition_number(number) else None,
     )
 
 
