@@ -98,6 +98,53 @@ def test_a_node_whose_room_or_conditions_cannot_be_read_is_an_error_never_an_emp
     ]
 
 
+def test_what_the_api_server_would_refuse_is_an_error_never_a_plan_on_it(tmp_path: Path) -> None:
+    """A negative node room, a PDB percentage past 100 % or a PDB with both minAvailable and maxUnavailable cannot come
+    from a cluster (the API server refuses each: ValidateResourceQuantityValue, IsNotMoreThan100Percent,
+    ValidatePodDisruptionBudgetSpec); a hand-edited or corrupt snapshot holding one is refused, never planned on (a
+    node of -4 CPUs looked full and moved its pods elsewhere; a 150 % budget let every pod go)."""
+    negative = node("n1")
+    negative["status"] = {"allocatable": {"cpu": "-4", "memory": "8Gi", "pods": "29"}}
+    negative_capacity = node("n2")
+    negative_capacity["status"] = {"capacity": {"memory": "-1Gi"}}
+    file = write(tmp_path / "s.json", negative, negative_capacity, pdb("web", "web", maxUnavailable="150%"),
+                 pdb("db", "db", minAvailable="101%"), pdb("api", "api", minAvailable=1, maxUnavailable=1),
+                 pdb("all", "cache", maxUnavailable="100%"), node("fine"))
+
+    problems = [str(p) for p in read_snapshots([file]).problems]
+
+    assert problems == [
+        f"{file}: item 0: error: Node n1: status.allocatable[cpu] must be greater than or equal to 0: '-4'",
+        f"{file}: item 1: error: Node n2: status.capacity[memory] must be greater than or equal to 0: '-1Gi'",
+        f"{file}: item 2: error: PodDisruptionBudget default/web: spec.maxUnavailable must not be greater than 100%: "
+        "'150%'",
+        f"{file}: item 3: error: PodDisruptionBudget default/db: spec.minAvailable must not be greater than 100%: "
+        "'101%'",
+        f"{file}: item 4: error: PodDisruptionBudget default/api: spec: minAvailable and maxUnavailable cannot be both "
+        "set",
+    ]
+
+
+def test_pods_bound_to_a_node_the_snapshot_does_not_hold_are_named_in_a_warning() -> None:
+    """A snapshot taken without the nodes (`kubectl get pods` alone, a node deleted while kubectl listed) leaves
+    pods on a node the plan cannot see: it cannot drain or count them, and says so once per node instead of dropping
+    them in silence."""
+    snapshot = read_snapshot(json.dumps(listing(node("n1"), pod("p1", "n1", "web"), pod("p2", "gone", "web"),
+                                                pod("p3", "gone", "api"), pod("p4", "other", "api"))).encode(),
+                             "s.json")
+
+    fleet = fleet_of(snapshot)
+
+    assert [str(p) for p in snapshot.problems] == [
+        "s.json: warning: Node gone is not in the snapshot, but 2 pods name it as spec.nodeName: left out of the "
+        "plan (take the snapshot with the nodes listed)",
+        "s.json: warning: Node other is not in the snapshot, but 1 pod names it as spec.nodeName: left out of the "
+        "plan (take the snapshot with the nodes listed)",
+    ]
+    assert not snapshot.errors
+    assert [p.key for p in fleet.pods_on["n1"]] == ["default/p1"]
+
+
 def test_what_is_not_a_snapshot_is_an_error_never_an_empty_fleet(tmp_path: Path) -> None:
     cases = {"empty.json": "", "yaml.json": "items: []\n", "number.json": "7", "status.json": json.dumps(
         {"kind": "Status", "message": "Unauthorized"}), "items.json": json.dumps({"kind": "List", "items": {}}),

@@ -383,6 +383,12 @@ def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
             pending_pod=pending,
         ))
     fleet.pods_on = dict(pods_on)
+    for absent in sorted(set(pods_on) - set(fleet.nodes)):
+        # a partial snapshot, or a node deleted while kubectl listed: the plan cannot drain or count what it cannot see
+        count = len(pods_on[absent])
+        snapshot.problems.append(Problem(file, None, "warning", (
+            f"Node {absent} is not in the snapshot, but {count} {'pods name' if count != 1 else 'pod names'} it as "
+            "spec.nodeName: left out of the plan (take the snapshot with the nodes listed)"), ("Node", "", absent)))
     fleet.volume_note = volumes.note()
     for daemon_set in snapshot.daemon_sets:
         template = daemon_set["spec"]["template"]

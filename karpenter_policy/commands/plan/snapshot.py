@@ -162,9 +162,11 @@ def _node_problem(item: Obj) -> str | None:
             return f"status.{name} is not a map of quantities: {_quote(listed)}"
         for resource, value in listed.items():
             try:
-                parse_quantity(value)
+                amount = parse_quantity(value)
             except ValueError:
                 return f"status.{name}[{resource}] is not a quantity: {_quote(value)}"
+            if amount < 0:  # the API server refuses it (ValidateResourceQuantityValue): no kubelet wrote this
+                return f"status.{name}[{resource}] must be greater than or equal to 0: {_quote(value)}"
     conditions = status.get("conditions")
     if conditions is not None and not (isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions)):
         return f"status.conditions is not a list of objects: {_quote(conditions)}"
@@ -215,6 +217,12 @@ def _pdb_problem(item: Obj) -> str | None:
     for name in ("minAvailable", "maxUnavailable"):
         if spec.get(name) is not None and not _int_or_percent(spec[name]):
             return f"spec.{name} is neither a count nor a percentage: {_quote(spec[name])}"
+        if isinstance(spec.get(name), str) and spec[name].endswith("%") and int(spec[name][:-1]) > 100:
+            # the API server's words (policy validation: IsNotMoreThan100Percent)
+            return f"spec.{name} must not be greater than 100%: {_quote(spec[name])}"
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        # ValidatePodDisruptionBudgetSpec: which one the disruption controller would read is not for the plan to guess
+        return "spec: minAvailable and maxUnavailable cannot be both set"
     selector = spec.get("selector")
     if selector is not None:
         try:
