@@ -261,10 +261,13 @@ def _parse_resource_list(raw: object, path: SpecPath, capped: list[tuple[SpecPat
         except QuantityError as error:
             raise PodSpecError(at, f"{name}: {error}") from None
         if quantity.value < 0:
-            raise PodSpecError(at, f"{name}: a request cannot be negative")
+            # the API server's ValidateNonnegativeQuantity, in its words
+            raise PodSpecError(at, f'{name}: Invalid value: "{value}": must be greater than or equal to 0')
         if is_extended_resource(str(name)) and quantity.value % 1:
             # the API server's ValidateResourceQuantityValue: an extended resource is counted in whole devices
-            raise PodSpecError(at, f"{name}: {value} must be an integer (an extended resource is a count of devices)")
+            raise PodSpecError(
+                at, f'{name}: Invalid value: "{value}": must be an integer (an extended resource is a count of devices)'
+            )
         if quantity.out_of_range and capped is not None:
             capped.append((at, out_of_range_message(str(name), value)))
         parsed[str(name)] = quantity.value
