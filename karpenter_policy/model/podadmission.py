@@ -30,11 +30,15 @@ from decimal import Decimal
 from typing import Any
 
 from karpenter_policy.model.labels import qualified_name_errors
-from karpenter_policy.model.pods import SpecPath
+from karpenter_policy.model.pods import (
+    HUGEPAGES_PREFIX,
+    SpecPath,
+    is_extended_resource,
+    is_hugepages,
+    is_native_resource,
+)
 from karpenter_policy.model.quantity import QuantityError, read_quantity
 from karpenter_policy.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY
-
-HUGEPAGES_PREFIX = "hugepages-"
 
 #: Names without a domain the API server knows (`helper.IsStandardResourceName`), not all of them a container's.
 _STANDARD_RESOURCES = frozenset({
@@ -75,19 +79,9 @@ class Refusal:
         return f"{REFUSES}{self.message}"
 
 
-def is_hugepages(name: str) -> bool:
-    """`helper.IsHugePageResourceName`."""
-    return name.startswith(HUGEPAGES_PREFIX)
-
-
-def is_native(name: str) -> bool:
-    """`helper.IsNativeResource`: no domain, or a `kubernetes.io` one."""
-    return "/" not in name or "kubernetes.io/" in name
-
-
 def overcommit_allowed(name: str) -> bool:
     """`helper.IsOvercommitAllowed`: a native resource other than huge pages may be requested below its limit."""
-    return is_native(name) and not is_hugepages(name)
+    return is_native_resource(name) and not is_hugepages(name)
 
 
 def name_problem(name: str) -> str | None:
@@ -101,7 +95,7 @@ def name_problem(name: str) -> str | None:
         if name not in _STANDARD_RESOURCES:
             return "must be a standard resource type or fully qualified"
         return "must be a standard resource for containers"
-    if not is_native(name) and (name.startswith("requests.") or qualified_name_errors(f"requests.{name}")):
+    if not is_native_resource(name) and (not is_extended_resource(name) or qualified_name_errors(f"requests.{name}")):
         return "doesn't follow extended resource name standard"
     return None
 

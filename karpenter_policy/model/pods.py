@@ -274,10 +274,25 @@ def _parse_resource_list(raw: object, path: SpecPath, capped: list[tuple[SpecPat
     return parsed
 
 
+#: What a huge-pages resource's name begins with (`hugepages-2Mi`: pages of 2Mi).
+HUGEPAGES_PREFIX = "hugepages-"
+
+
+def is_hugepages(name: str) -> bool:
+    """Kubernetes' `IsHugePageResourceName`."""
+    return name.startswith(HUGEPAGES_PREFIX)
+
+
+def is_native_resource(name: str) -> bool:
+    """Kubernetes' `IsNativeResource`: a name without a domain (`cpu`), or with a `kubernetes.io` one."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
 def is_extended_resource(name: str) -> bool:
     """Kubernetes' `IsExtendedResourceName`: a name with a domain outside `kubernetes.io` (`nvidia.com/gpu`,
-    `vpc.amazonaws.com/efa`), not a quota's `requests.` name."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+    `vpc.amazonaws.com/efa`), not a quota's `requests.` name (whether it is a qualified name:
+    `podadmission.name_problem`)."""
+    return not is_native_resource(name) and not name.startswith("requests.")
 
 
 def container_requests(
@@ -328,7 +343,7 @@ def pod_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | N
 
 def _is_pod_level_resource(name: str) -> bool:
     """The resources `spec.resources` may set (component-helpers' `IsSupportedPodLevelResource`)."""
-    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+    return name in (CPU, MEMORY) or is_hugepages(name)
 
 
 def _pod_level_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | None) -> ResourceList:
