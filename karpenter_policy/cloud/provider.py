@@ -145,8 +145,9 @@ class Instance:
     reservation_interruptible: bool = False
     placement_group: str = ""
     placement_partition: str | None = None
-    #: the EFA interfaces it was launched with (v1.14.1's `Instance.EFACount`, `model.nodeclassfit.launched_efas`):
-    #: its node offers `vpc.amazonaws.com/efa` only when > 0; 0 also when the cloud does not say
+    #: the EFA interfaces it was launched with (v1.14.1's `Instance.EFACount`: at launch `model.nodeclassfit.
+    #: launched_efas`, read back — a restart, a retried launch — its `efa` and `efa-only` interfaces): its node
+    #: offers `vpc.amazonaws.com/efa` only when > 0; 0 also when the cloud does not say
     efa_interfaces: int = 0
 
     @property

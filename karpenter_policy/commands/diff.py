@@ -44,7 +44,7 @@ from zoneinfo import ZoneInfo
 
 from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
-from karpenter_policy.api.violations import ERROR, WORKLOAD_UNSCHEDULABLE
+from karpenter_policy.api.violations import ERROR, INVALID_WORKLOAD, WORKLOAD_UNSCHEDULABLE
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.catalog.table import CatalogTable, launch_labels, table_for
 from karpenter_policy.checks.findings import CommandOutput, Finding, Report
@@ -1235,9 +1235,21 @@ def diff_command(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _workloads_of(side: Side, workload_paths: Sequence[str]) -> list[LocatedWorkload]:
+def _workloads_of(side: Side, workload_paths: Sequence[str], head: bool = False) -> list[LocatedWorkload]:
+    """A side's workloads; on HEAD (`head`), those whose pod spec cannot be read or the API server refuses are
+    `invalid-workload` errors of HEAD's report (left out of the comparison, never placed)."""
     paths = workload_paths_on(side, workload_paths)
-    return read_workloads(paths).workloads if paths else []
+    if not paths:
+        return []
+    found = read_workloads(paths)
+    if head:
+        root = side.workload_root
+        side.report.findings += [
+            replace(f, file=_relative(f.file, root)) if root is not None else f
+            for f in found.findings
+            if f.rule == INVALID_WORKLOAD
+        ]
+    return found.workloads
 
 
 def _placements(side: Side, found: Schedule) -> dict[tuple[str, str, str], Placement]:
@@ -1283,7 +1295,7 @@ def _compare_workloads(
     can be placed — and new ones HEAD cannot place, and what the change does to the cost of their nodes. Replicas
     HEAD strands that BASE placed are `workload-unschedulable` errors of HEAD's report."""
     base_workloads = _workloads_of(result.base, workload_paths)
-    head_workloads = _workloads_of(result.head, workload_paths)
+    head_workloads = _workloads_of(result.head, workload_paths, head=True)
     unknown = unknown_scale_targets(scale, [*base_workloads, *head_workloads])
     if unknown is not None:
         raise OptionError(unknown)

@@ -261,20 +261,38 @@ def _parse_resource_list(raw: object, path: SpecPath, capped: list[tuple[SpecPat
         except QuantityError as error:
             raise PodSpecError(at, f"{name}: {error}") from None
         if quantity.value < 0:
-            raise PodSpecError(at, f"{name}: a request cannot be negative")
+            # the API server's ValidateNonnegativeQuantity, in its words
+            raise PodSpecError(at, f'{name}: Invalid value: "{value}": must be greater than or equal to 0')
         if is_extended_resource(str(name)) and quantity.value % 1:
             # the API server's ValidateResourceQuantityValue: an extended resource is counted in whole devices
-            raise PodSpecError(at, f"{name}: {value} must be an integer (an extended resource is a count of devices)")
+            raise PodSpecError(
+                at, f'{name}: Invalid value: "{value}": must be an integer (an extended resource is a count of devices)'
+            )
         if quantity.out_of_range and capped is not None:
             capped.append((at, out_of_range_message(str(name), value)))
         parsed[str(name)] = quantity.value
     return parsed
 
 
+#: What a huge-pages resource's name begins with (`hugepages-2Mi`: pages of 2Mi).
+HUGEPAGES_PREFIX = "hugepages-"
+
+
+def is_hugepages(name: str) -> bool:
+    """Kubernetes' `IsHugePageResourceName`."""
+    return name.startswith(HUGEPAGES_PREFIX)
+
+
+def is_native_resource(name: str) -> bool:
+    """Kubernetes' `IsNativeResource`: a name without a domain (`cpu`), or with a `kubernetes.io` one."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
 def is_extended_resource(name: str) -> bool:
     """Kubernetes' `IsExtendedResourceName`: a name with a domain outside `kubernetes.io` (`nvidia.com/gpu`,
-    `vpc.amazonaws.com/efa`), not a quota's `requests.` name."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+    `vpc.amazonaws.com/efa`), not a quota's `requests.` name (whether it is a qualified name:
+    `podadmission.name_problem`)."""
+    return not is_native_resource(name) and not name.startswith("requests.")
 
 
 def container_requests(
@@ -325,7 +343,7 @@ def pod_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | N
 
 def _is_pod_level_resource(name: str) -> bool:
     """The resources `spec.resources` may set (component-helpers' `IsSupportedPodLevelResource`)."""
-    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+    return name in (CPU, MEMORY) or is_hugepages(name)
 
 
 def _pod_level_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | None) -> ResourceList:

@@ -14,6 +14,12 @@ two things the AWS provider reads:
   launch template's `SecurityGroupIds` (it reads a `GroupSet` no template has), or its primary network
   interface's `Groups` (where a template saying `associatePublicIPAddress` has them). The front gives each instance the
   template's groups once moto answered, as EC2 does — security-group drift compares them with the node class's;
+* the **interface types of a fleet's instances**: moto's network interfaces are all of type `interface`, whatever
+  the launch template's `NetworkInterfaces` say. The front gives each interface the template's `InterfaceType` at
+  its device index (`efa`, `efa-only`), so DescribeInstances says an EFA instance is one — what the AWS provider
+  reads of an instance it lists after a restart (v1.14.1's `EFACount`). moto keeps one interface per device index,
+  so an instance with EFA on several network cards says fewer EFA interfaces than EC2 would: more than none, which
+  is all a node's EFA depends on;
 * **placement groups** (CreatePlacementGroup, DescribePlacementGroups, and a fleet's instances placed in the group
   and partition their template's `Placement` names, which DescribeInstances then says): the stand-in
   `simulate/placementgroups.py`.
@@ -61,6 +67,20 @@ def _template_groups(data: Mapping[str, Any]) -> list[str]:
         primary = [i for i in interfaces if isinstance(i, Mapping) and i.get("DeviceIndex", 0) == 0]
         groups = primary[0].get("Groups") if primary else None
     return [str(group) for group in groups or []]
+
+
+def _interface_types(data: Mapping[str, Any]) -> dict[int, str]:
+    """Device index → the `InterfaceType` a launch template's data gives the interface there (`efa`, `efa-only`;
+    the lowest network card's when several cards have an interface at that index)."""
+    kinds: dict[int, str] = {}
+    interfaces = data.get("NetworkInterfaces") or []
+    for interface in interfaces if isinstance(interfaces, list) else []:
+        if not isinstance(interface, Mapping) or not interface.get("InterfaceType"):
+            continue
+        index = str(interface.get("DeviceIndex", 0))
+        if index.isdigit():
+            kinds.setdefault(int(index), str(interface["InterfaceType"]))
+    return kinds
 
 
 class SimulationUnavailable(RuntimeError):
@@ -160,9 +180,13 @@ class Front:
                 data = backend.get_launch_template_by_name(template).latest_version().data
                 groups = _template_groups(data)
                 launched = sorted(set(_INSTANCE_ID.findall(answer.decode("utf-8", "replace"))))
+                kinds = _interface_types(data)
                 for instance_id in launched:
                     if groups:
                         backend.modify_instance_security_groups(instance_id, list(groups))
+                    for index, nic in backend.get_instance(instance_id).nics.items():
+                        if index in kinds:
+                            nic.interface_type = kinds[index]
                 self.placement_groups.place(launched, data)
             except Exception:  # noqa: BLE001 (moto's own answer stands: the groups stay moto's)
                 logging.getLogger(__name__).debug("fleet security groups left as moto made them", exc_info=True)

@@ -7,7 +7,11 @@
   messages), so a patch is only ever computed for a schema-valid Provisioner.
 * `/validate/provisioners` — the CLI's `check` (`checks.Checker`): denied with its error messages, admitted with
   its warnings.
-* `/mutate/pods` — the pinning rules (`pinning.Pinner`): the nodeSelector entries and tolerations to add.
+* `/mutate/pods` — the pinning rules (`pinning.Pinner`): the nodeSelector entries and tolerations to add. A pod
+  the rules would pin whose resources the API server refuses (`model.podadmission`: an extended resource without
+  a limit, a request above its limit …) is denied in the API server's words, neither pinned (a mutating webhook
+  runs before the API server's validation) nor admitted unpinned (which would let it skip its pins were the
+  model wrong).
 * `/validate/nodepools`, `/validate/ec2nodeclasses` — Karpenter v1's objects through the CLI's v1 checks
   (`checks.Checker.check_v1`): denied with what Karpenter would refuse or ignore (a NodePool RuntimeValidate
   refuses is admitted by the API server but never Ready), admitted with warnings. There is no v1 defaulting
@@ -37,6 +41,7 @@ from typing import Any
 import jsonpatch
 
 from karpenter_policy.api.defaults import default_requirements
+from karpenter_policy.model.podadmission import resource_refusals
 from karpenter_policy.webhook.checks import Checker, describe
 from karpenter_policy.webhook.pinning import Pinner, no_pinning
 from karpenter_policy.webhook.review import AdmissionRequest, AdmissionResponse
@@ -118,6 +123,10 @@ class Handlers:
         if (excess := pod_over_cap(obj)) is not None:
             return AdmissionResponse(False, f"karpenter-policy webhook: {excess}")
         pinning = self.pinner(obj, request.namespace)
+        spec = obj.get("spec")
+        if pinning.patch and isinstance(spec, Mapping) and (refused := resource_refusals(spec)):
+            said = "; ".join(f"{r.field()}: {r.message}" for r in refused)
+            return AdmissionResponse(False, f"karpenter-policy webhook: not pinned, the API server refuses it: {said}")
         return AdmissionResponse(True, warnings=pinning.warnings, patch=pinning.patch)
 
 

@@ -458,3 +458,25 @@ def test_a_partition_number_ec2_cannot_give_is_read_as_not_said(number: object, 
     raw = {"InstanceId": "i-0abc", "Placement": {"AvailabilityZone": "us-east-1a", "GroupId": "pg-1",
                                                  "PartitionNumber": number}}
     assert _instance(raw).placement_partition == read
+
+
+@pytest.mark.parametrize(
+    ("interfaces", "count"),
+    [
+        ([{"InterfaceType": "efa"}, {"InterfaceType": "efa"}], 2),
+        ([{"InterfaceType": "interface"}, {"InterfaceType": "efa-only"}], 1),
+        ([{"InterfaceType": "interface"}], 0),
+        ([], 0),
+        (None, 0),
+        ("efa", 0),
+        ([None, 7, {"InterfaceType": ["efa"]}, {"InterfaceType": "efa"}], 1),
+    ],
+)
+def test_an_instance_listed_says_its_efa_interfaces(interfaces: object, count: int) -> None:
+    """aws v1.14.1 instance/types.go:90-93 (`EFACount`): an instance DescribeInstances lists (after a restart, a
+    retried launch) counts its `efa` and `efa-only` interfaces — it said 0 before, so its node offered no EFA; an
+    answer of another shape counts none, never an exception."""
+    from karpenter_policy.cloud.aws.provider import _instance
+
+    raw = {"InstanceId": "i-0abc", "Placement": {"AvailabilityZone": "us-east-1a"}, "NetworkInterfaces": interfaces}
+    assert _instance(raw).efa_interfaces == count

@@ -17,7 +17,10 @@ import pytest
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.claims.objects import claim_of_node
+from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.simulate.scene import Scene
 from karpenter_policy.testing import compile_policies
 
@@ -111,3 +114,54 @@ def test_the_simulated_cluster_places_launches_and_binds_a_pod_requesting_efa(tm
     assert efa_node["status"]["allocatable"][wk.EFA] == str(efa_type.efa_interfaces)
     if web_node is not efa_node:
         assert wk.EFA not in web_node["status"]["allocatable"]
+
+
+def _adopted_after_a_restart(tmp_path: Path, efa: str | None) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """A pod (requesting `efa` or not) launched for by a controller that stopped before its Node was written (the
+    API server refused it); a new controller lists the instance (DescribeInstances) and registers it. The Node and
+    NodeClaim the new one writes, and the instance as launched."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "nodepools.yaml").write_text(POLICY)
+    compiled = compile_policies(tmp_path / "policies", tmp_path / "build")
+    with moto_scene(compiled) as (scene, cloud):
+        _pod(scene, "mpi-worker", efa)
+        create = scene.cluster.create
+
+        def refusing(kind: Any, obj: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+            if kind == objects.NODE:
+                raise Unavailable("the API server went away")
+            return create(kind, obj, *args, **kwargs)
+
+        scene.cluster.create = refusing  # type: ignore[method-assign]
+        first = scene.controller()
+        launched_claim = lambda: any(c.get("status", {}).get("providerID") for c in scene.nodeclaims().values())  # noqa: E731
+        scene.run(first, 60, until=launched_claim)
+        (launched,) = cloud.provider.list(scene.options().cluster_name)
+        ((name, before),) = scene.nodeclaims().items()
+        assert scene.nodes() == {}
+        scene.cluster.create = create  # type: ignore[method-assign]
+        scene.source = DirectorySource(compiled)  # a new process reads the constraint sets afresh
+        restarted = scene.controller()
+        scene.run(restarted, 120, until=lambda: bool(scene.nodes()) and not scene.unbound())
+        (node,) = scene.nodes().values()
+        assert claim_of_node(node) == name and node["spec"]["providerID"] == before["status"]["providerID"]
+        return node, before, launched
+
+
+@pytest.mark.slow
+def test_an_efa_node_adopted_after_a_restart_still_offers_its_efa(tmp_path: Path) -> None:
+    """#26: the controller read a node's EFA only from the launch it made; an instance it lists after a restart
+    (DescribeInstances) said none, so its Node offered no `vpc.amazonaws.com/efa` and the EFA pod stayed pending.
+    v1.14.1 counts the instance's EFA interfaces (aws instance/types.go:90, `EFACount`) and its node then offers the
+    type's EFA (cloudprovider.go:440-446): the Node agrees with the claim the launch filled."""
+    node, claim, launched = _adopted_after_a_restart(tmp_path, "1")
+    most = _described(launched.instance_type)["NetworkInfo"]["EfaInfo"]["MaximumEfaInterfaces"]
+    assert node["status"]["allocatable"][wk.EFA] == str(most) == claim["status"]["allocatable"][wk.EFA]
+    assert node["status"]["capacity"][wk.EFA] == str(most)
+
+
+@pytest.mark.slow
+def test_a_node_without_efa_adopted_after_a_restart_offers_none(tmp_path: Path) -> None:
+    node, claim, _ = _adopted_after_a_restart(tmp_path, None)
+    assert wk.EFA not in node["status"]["allocatable"] and wk.EFA not in claim["status"]["allocatable"]
+    assert wk.EFA not in node["status"]["capacity"]

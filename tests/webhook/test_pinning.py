@@ -366,6 +366,27 @@ def test_a_pod_at_the_caps_is_pinned(client: Client) -> None:
     assert patch_of(response)
 
 
+def test_a_pod_the_api_server_refuses_is_denied_in_its_words_not_pinned(client: Client) -> None:
+    """#26: `/mutate/pods` pinned a pod whose resources the API server refuses (a GPU requested without a limit, a
+    request above its limit) — the webhook runs before the API server's validation. It is denied now, naming each
+    field as the API server does; the same pod with its limits set is pinned."""
+    pod = _driver(containers=[
+        {"name": "spark", "image": "spark:3.5", "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": 1},
+                                                              "limits": {"cpu": "1"}}},
+    ])
+    response = client.review("/mutate/pods", pod, namespace="spark")
+    assert response["allowed"] is False and "patch" not in response, response
+    assert response["status"]["message"] == (
+        "karpenter-policy webhook: not pinned, the API server refuses it: "
+        'spec.containers[0].resources.requests[cpu]: Invalid value: "2": must be less than or equal to cpu limit of 1; '
+        "spec.containers[0].resources.requests[nvidia.com/gpu]: Required value: Limit must be set for non "
+        "overcommitable resources (nvidia.com/gpu has no limit)"
+    )
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}, "limits": {"cpu": "1", "nvidia.com/gpu": 1}}
+    response, result = pinned(client, pod)
+    assert patch_of(response) and result["spec"]["nodeSelector"]["app"] == "kspark"
+
+
 @pytest.fixture(scope="module")
 def from_v1_policies(cert_dir: Path) -> Iterator[Webhook]:
     policies = ROOT / "examples" / "v1" / "pinning" / "policies"

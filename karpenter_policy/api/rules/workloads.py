@@ -10,10 +10,17 @@ from karpenter_policy.api.rules.rule import ERROR, WARNING, Rule
 INVALID_WORKLOAD = Rule(
     id="invalid-workload",
     severity=ERROR,
-    summary="A workload's pod spec cannot be read (a malformed quantity, operator or toleration).",
+    summary=(
+        "A workload's pod spec cannot be read (a malformed quantity, operator or toleration), or the API server "
+        "refuses its resources."
+    ),
     description=(
         "check --workloads: a workload's pod spec cannot be read (a malformed quantity, operator or "
-        "toleration)."
+        "toleration), or the Kubernetes API server refuses its resources (ValidateResourceRequirements, on every "
+        "container, init container, the overhead and pod-level resources): an extended resource or huge pages "
+        "requested without a limit or with a request other than the limit, a request above its limit, a negative "
+        "quantity, huge pages that are not whole pages or come without cpu or memory, a resource name that is "
+        "not a qualified name. The workload is never placed; each field is a finding in the API server's words."
     ),
 )
 

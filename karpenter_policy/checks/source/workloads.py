@@ -8,7 +8,8 @@ ReplicationController (v1), Deployment, StatefulSet, DaemonSet, ReplicaSet (apps
 named after its file. RuntimeClasses (`runtimeclasses`) and PersistentVolumes, PersistentVolumeClaims and
 StorageClasses (`volumes`) are read and applied to the pods that use them. Other kinds (Services, ConfigMaps,
 Provisioners) are passed over; a Pod already bound to a node (`spec.nodeName`) is too: Karpenter never provisions
-for it.
+for it. A pod spec that cannot be read, or whose resources the API server refuses (`model.podadmission`), is an
+`invalid-workload` error at the field (each field the API server refuses its own finding) and no workload.
 
 Each :class:`LocatedWorkload` remembers where its pod template is (file, line, column: the `template:` key of a
 controller, the `spec:` key of a Pod), which is where a `workload-unschedulable` finding points.
@@ -62,6 +63,7 @@ from karpenter_policy.checks.source.volumes import (
     requirements_of,
     unresolved_finding,
 )
+from karpenter_policy.model.podadmission import resource_refusals
 from karpenter_policy.model.pods import PodSpecError
 from karpenter_policy.model.requirements import Requirements
 from karpenter_policy.scheduling.pods import PodShape, shape_of
@@ -210,9 +212,17 @@ class WorkloadError(ValueError):
     """A workload that cannot be read (its pod spec: `invalid-workload`; its replicas: `invalid-replicas`);
     `path` leads to the field from the document's root."""
 
-    def __init__(self, path: FieldPath, message: str, rule: str = INVALID_WORKLOAD) -> None:
+    def __init__(
+        self,
+        path: FieldPath,
+        message: str,
+        rule: str = INVALID_WORKLOAD,
+        also: tuple[tuple[FieldPath, str], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.path, self.message, self.rule = path, message, rule
+        #: further fields of the same rule, each its own finding (every resource the API server refuses)
+        self.also = also
 
 
 def _check_api_version(data: Any) -> None:
@@ -263,6 +273,10 @@ def workload_from_data(
         shape = shape_of(spec, base.pod_namespace, template_labels(template))
     except PodSpecError as error:
         raise WorkloadError((*spec_path, *error.path), error.message) from None
+    refused = resource_refusals(spec)
+    if refused:
+        first, *rest = [((*spec_path, *r.path), r.said()) for r in refused]
+        raise WorkloadError(first[0], first[1], also=tuple(rest))
     return LocatedWorkload(
         kind=base.kind,
         name=base.name,
@@ -366,6 +380,9 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
             metadata = doc.data.get("metadata") if isinstance(doc.data.get("metadata"), Mapping) else {}
             ref = object_ref(doc.data.get("kind"), metadata.get("name") or PurePath(doc.file).name.split(".")[0])
             found.findings.append(Finding(error.rule, ERROR, error.message, doc.file, line, column, ref))
+            for path, message in error.also:
+                line, column = doc.position(path)
+                found.findings.append(Finding(error.rule, ERROR, message, doc.file, line, column, ref))
             found.kinds[str(doc.data.get("kind"))] += 1
             continue
         if workload is not None:

@@ -954,7 +954,22 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
         security_groups=_group_ids(raw.get("SecurityGroups")),
         placement_group=group if isinstance(group, str) else "",
         placement_partition=str(number) if _partition_number(number) else None,
+        efa_interfaces=_efa_count(raw.get("NetworkInterfaces")),
     )
+
+
+#: The `InterfaceType`s v1.14.1 counts as EFA (aws pkg/providers/instance/types.go:90-93).
+_EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
+
+
+def _efa_count(raw: Any) -> int:
+    """The EFA interfaces of a DescribeInstances entry's `NetworkInterfaces`, as v1.14.1's `NewInstance` counts
+    them (`EFACount`: those whose `InterfaceType` is `efa` or `efa-only`); 0 when absent or in another shape. An
+    instance listed after a restart so offers the EFA it was launched with (cloudprovider.go:440-446)."""
+    if not isinstance(raw, list):
+        return 0
+    kinds = [i.get("InterfaceType") for i in raw if isinstance(i, Mapping)]
+    return sum(1 for kind in kinds if isinstance(kind, str) and kind in _EFA_INTERFACE_TYPES)
 
 
 def _reservation_of(raw: Mapping[str, Any]) -> str:
