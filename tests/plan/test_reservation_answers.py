@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from karpenter_policy.cloud.capacityreservations import (
     STATE_ACTIVE,
@@ -22,6 +24,7 @@ from karpenter_policy.cloud.capacityreservations import (
     selected,
 )
 from karpenter_policy.commands.plan.ec2answers import Ec2FileError, read_ec2_answers
+from tests.profiles import deterministic
 
 GO = "aws v1.14.1 pkg/controllers/nodeclass/capacityreservation_test.go"
 NOW = dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.UTC)
@@ -231,3 +234,59 @@ def test_an_instances_reservation_fields_out_of_shape_name_the_field(tmp_path: P
     with pytest.raises(Ec2FileError, match=r"Reservations\[0\]\.Instances\[0\]\.CapacityReservationSpecification\."
                                            r"CapacityReservationPreference: not a string: 3"):
         read_ec2_answers((str(path),))
+
+
+# --- a property over many answers and terms ------------------------------------------------------------------------
+
+_TAGS = st.dictionaries(st.sampled_from(["team", "env"]), st.sampled_from(["ml", "web", "*"]), max_size=2)
+_RESERVATIONS = st.lists(st.fixed_dictionaries({
+    "CapacityReservationId": st.sampled_from([f"cr-{i}" for i in range(6)]),
+    "State": st.sampled_from(["active", "active", "expired", "pending"]),
+    "OwnerId": st.sampled_from([SELF, ALT]),
+    "InstanceMatchCriteria": st.sampled_from(["open", "targeted", "someday"]),
+    "ReservationType": st.sampled_from(["default", "capacity-block"]),
+    "InstanceType": st.just("m5.large"),
+    "AvailabilityZone": st.just("us-east-1a"),
+    "Tags": st.dictionaries(st.sampled_from(["team", "env"]), st.sampled_from(["ml", "web"]), max_size=2).map(
+        lambda tags: [{"Key": k, "Value": v} for k, v in tags.items()]),
+    "EndDate": st.sampled_from([None, NOW - dt.timedelta(hours=1), NOW + dt.timedelta(minutes=20),
+                                NOW + dt.timedelta(days=1)]),
+}), unique_by=lambda r: r["CapacityReservationId"], max_size=6)
+_TERMS = st.lists(st.one_of(
+    st.builds(lambda i: {"id": f"cr-{i}"}, st.integers(0, 7)),
+    st.fixed_dictionaries({"tags": _TAGS}, optional={"ownerID": st.sampled_from([SELF, ALT]),
+                                                     "instanceMatchCriteria": st.sampled_from(["open", "targeted"])}),
+    st.fixed_dictionaries({"instanceMatchCriteria": st.sampled_from(["open", "targeted"])},
+                          optional={"ownerID": st.sampled_from([SELF, ALT])}),
+), max_size=3)
+
+
+def _term_selects(term: dict[str, Any], raw: dict[str, Any]) -> bool:
+    """The terms' meaning, said plainly (no wildcards in these values but a tag value `*`): an id term its id; a
+    tags / criteria term every field it sets; `ownerID` narrows such a term."""
+    if "id" in term:
+        return bool(raw["CapacityReservationId"] == term["id"])
+    if not term.get("tags") and not term.get("instanceMatchCriteria"):
+        return False
+    tags = {t["Key"]: t["Value"] for t in raw["Tags"]}
+    return (term.get("ownerID", raw["OwnerId"]) == raw["OwnerId"]
+            and all(k in tags and v in ("*", tags[k]) for k, v in term.get("tags", {}).items())
+            and term.get("instanceMatchCriteria", raw["InstanceMatchCriteria"]) == raw["InstanceMatchCriteria"])
+
+
+@deterministic(200)
+@given(_RESERVATIONS, _TERMS, st.randoms(use_true_random=False))
+def test_the_status_is_the_terms_ored_over_active_unexpired_readable_reservations(
+        raws: list[dict[str, Any]], terms: list[dict[str, Any]], shuffle: Any) -> None:
+    """For any answer and terms: a reservation is in the status exactly when some term selects it and it is active,
+    not past its end and of a criteria v1.14.1 reads; sorted by id, whatever the answer's order."""
+    answer = [{k: v for k, v in raw.items() if v is not None} for raw in raws]
+    found = selected(terms, answer, NOW)
+
+    expected = sorted(r["CapacityReservationId"] for r in answer if r["State"] == "active"
+                      and r.get("EndDate", NOW + dt.timedelta(days=1)) > NOW
+                      and r["InstanceMatchCriteria"] in ("open", "targeted")
+                      and any(_term_selects(t, r) for t in terms))
+    assert ids(found) == expected
+    shuffle.shuffle(answer)
+    assert selected(terms, answer, NOW) == found
