@@ -183,7 +183,8 @@ def reservation(raw: Any, now: dt.datetime) -> CapacityReservation | str:
         return f"{rid}: EndDate is not a time"
     end_time = end.astimezone(dt.UTC) if isinstance(end, dt.datetime) else None
     interruptible = raw.get("Interruptible")
-    expiring = kind == TYPE_CAPACITY_BLOCK and end_time is not None and now >= end_time - EXPIRATION_PERIOD
+    # the times' difference, never `end - 40 min`: a (saved, hostile) end in year 1 has no moment 40 minutes before it
+    expiring = kind == TYPE_CAPACITY_BLOCK and end_time is not None and end_time - now <= EXPIRATION_PERIOD
     return CapacityReservation(
         id=rid,
         instance_type=str(fields["InstanceType"]),

@@ -21,6 +21,7 @@ from karpenter_policy.cloud.capacityreservations import (
     STATE_EXPIRING,
     TYPE_CAPACITY_BLOCK,
     CapacityReservation,
+    reservation,
     selected,
 )
 from karpenter_policy.commands.plan.ec2answers import Ec2FileError, read_ec2_answers
@@ -181,6 +182,17 @@ def test_a_reservation_v1141_cannot_read_is_left_out(tmp_path: Path) -> None:
 
 # --- the edge: an answer out of shape is an error naming the file and the field ----------------------------------
 
+def test_a_block_ending_in_year_1_is_expiring_not_an_overflow(tmp_path: Path) -> None:
+    """Hostile probe: a saved capacity block ending at 0001-01-01T00:00:00+00:00 raised OverflowError (40 minutes
+    before it is no datetime) out of `plan`; it reads as expiring (it ended long ago)."""
+    answers = read_ec2_answers(capacity_reservations=(saved(tmp_path, before_each(
+        block_end=dt.datetime(1, 1, 1, tzinfo=dt.UTC))),))
+    assert answers.capacity_reservations is not None
+    (block,) = [r for r in answers.capacity_reservations if r["CapacityReservationId"] == "cr-p5.48xlarge-1a"]
+    read = reservation(block, NOW)
+    assert isinstance(read, CapacityReservation) and read.state == STATE_EXPIRING
+
+
 @pytest.mark.parametrize(("document", "message"), [
     ({"Reservations": []}, "not what `aws ec2 describe-capacity-reservations --output json` prints "
                            "(no CapacityReservations list)"),
@@ -191,6 +203,8 @@ def test_a_reservation_v1141_cannot_read_is_left_out(tmp_path: Path) -> None:
      "CapacityReservations[0].OwnerId: not a string: 12"),
     ({"CapacityReservations": [{"CapacityReservationId": "cr-1", "EndDate": "noon"}]},
      "CapacityReservations[0].EndDate: not a time: \"noon\""),
+    ({"CapacityReservations": [{"CapacityReservationId": "cr-1", "EndDate": "9999-12-31T23:59:59-05:00"}]},
+     'CapacityReservations[0].EndDate: not a time Python can hold in UTC: "9999-12-31T23:59:59-05:00"'),
     ({"CapacityReservations": [{"CapacityReservationId": "cr-1", "EndDate": 1700000000}]},
      "CapacityReservations[0].EndDate: not a time: 1700000000"),
     ({"CapacityReservations": [{"CapacityReservationId": "cr-1", "Interruptible": "yes"}]},

@@ -187,7 +187,7 @@ def _instances(file: str, into: dict[str, str], networks: dict[str, InstanceNetw
 
 
 def _end_date(file: str, path: str, value: Any) -> dt.datetime | None:
-    """A reservation's `EndDate` as the CLI prints it (ISO 8601; no zone: UTC), or None when it has none."""
+    """A reservation's `EndDate` as the CLI prints it (ISO 8601; no zone: UTC), in UTC, or None when it has none."""
     if value is None:
         return None
     try:
@@ -196,7 +196,10 @@ def _end_date(file: str, path: str, value: Any) -> dt.datetime | None:
         moment = None
     if moment is None:
         raise Ec2FileError(f"{file}: {path}.EndDate: not a time: {show_value(value)}")
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+    try:  # kept in UTC, as boto3 gives it: 9999-12-31T23:59:59-05:00 is past any UTC time Python can hold
+        return moment.astimezone(dt.UTC) if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+    except OverflowError:
+        raise Ec2FileError(f"{file}: {path}.EndDate: not a time Python can hold in UTC: {show_value(value)}") from None
 
 
 def _capacity_reservations(file: str, into: dict[str, Mapping[str, Any]]) -> None:
