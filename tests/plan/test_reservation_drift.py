@@ -1,8 +1,10 @@
 """CapacityReservationDrift in `plan` (`reservationdrift`; aws v1.14.1 `pkg/cloudprovider/drift.go:148`,
-`isCapacityReservationDrifted`) from a snapshot: a reserved node's reservation label against the cluster
-EC2NodeClass's `status.capacityReservations` (terms unchanged) or HEAD's changed `capacityReservationSelectorTerms`
-(`id` terms decided, `tags` / `ownerID` terms noted, never guessed); the order after subnets; the CLI's JSON and
-`--redact`; a malformed status is a snapshot problem naming the field."""
+`isCapacityReservationDrifted`): a reserved node's reservation — its instance's from `--instances` as v1.14.1 reads
+it, else its labels — against the cluster EC2NodeClass's `status.capacityReservations` (terms unchanged), what HEAD's
+`capacityReservationSelectorTerms` select in a saved `--capacity-reservations` answer, or HEAD's changed terms alone
+(`id` terms decided, `tags` / `instanceMatchCriteria` terms noted, never guessed); the `ReservedCapacity` gate; the
+order after subnets; the CLI's JSON, `--redact` and a bad answer; capacity blocks' ends from the status or the
+answer; a malformed status is a snapshot problem naming the field."""
 
 from __future__ import annotations
 
