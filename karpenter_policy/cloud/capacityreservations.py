@@ -21,6 +21,15 @@ Pure (no boto3): `cloud/aws/reservations.py` makes the calls and keeps the cache
   "free", its order kept for consolidation); available when the reservation has room, the type is offered in its zone
   and it is not `expiring`; none with the `ReservedCapacity` gate off. Not read here: zonal shifts and the zone id
   requirement (this project models neither) and `IsCompatibleWithNodeClass` (placement groups, EFA: refused).
+- `Query.selects`: EC2's answer to one query read off a saved DescribeCapacityReservations answer (`plan
+  --capacity-reservations`): `state` `active`, then the id (exact), or every filter the query sends — `owner-id`,
+  `tag-key` / `tag:<key>`, `instance-match-criteria` — met, values with EC2's `*` / `?` wildcards;
+  `selected` the class's status a saved answer gives its terms (each query's matches, `unexpired`, read by
+  `reservation`, sorted by id: what the nodeclass controller's `CapacityReservation.Reconcile` writes).
+- `instance_reservation`: the reservation a DescribeInstances entry is in as v1.14.1's `NewInstance` reads it (aws
+  pkg/providers/instance/types.go `capacityTypeFromInstance`): its `CapacityReservationId` when it has no
+  `SpotInstanceRequestId` and launched with preference `capacity-reservations-only` (a targeted launch; an open
+  reservation's instance stays on-demand); "" otherwise (v1.14.1: no `CapacityReservationDetails`).
 - `launch_choices`: which reservation each reserved (type, zone) option of one launch goes into, as v1.14.1's launch
   filters choose (aws pkg/providers/instance/filter/filter.go): one kind of reservation per CreateFleet
   (`CapacityReservationTypeFilter`: the kind — default, capacity block, interruptible — of the cheapest offering,
@@ -35,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from karpenter_policy.cloud.amiselection import any_matches
 from karpenter_policy.model import labels as wk
 
 #: The EC2NodeClass field of the terms.
@@ -82,6 +92,33 @@ class Query:
         if self.match_criteria:
             filters.append({"Name": "instance-match-criteria", "Values": [self.match_criteria]})
         return {"Filters": filters, "MaxResults": MAX_RESULTS}
+
+    def selects(self, raw: Mapping[str, Any]) -> bool:
+        """Whether EC2 answers this query with the described reservation `raw` (see the module docstring)."""
+        if raw.get("State") != STATE_ACTIVE:
+            return False
+        if self.id:
+            return raw.get("CapacityReservationId") == self.id
+        if self.owner and not any_matches([self.owner], _text(raw, "OwnerId")):
+            return False
+        tags = _tags(raw.get("Tags"))
+        for key, value in self.tags:
+            if value == "*":
+                if not any(any_matches([key], k) for k in tags):
+                    return False
+            elif not any_matches([value], tags.get(key)):
+                return False
+        return not self.match_criteria or any_matches([self.match_criteria], _text(raw, "InstanceMatchCriteria"))
+
+
+def _tags(raw: Any) -> dict[str, str]:
+    """A described resource's `Tags` (`[{Key, Value}]`) as a mapping; entries of another shape left out."""
+    out: dict[str, str] = {}
+    for tag in raw if isinstance(raw, list) else ():
+        if isinstance(tag, Mapping) and isinstance(tag.get("Key"), str):
+            value = tag.get("Value")
+            out[tag["Key"]] = value if isinstance(value, str) else ""
+    return out
 
 
 def queries(terms: Any) -> tuple[Query, ...]:
@@ -146,7 +183,8 @@ def reservation(raw: Any, now: dt.datetime) -> CapacityReservation | str:
         return f"{rid}: EndDate is not a time"
     end_time = end.astimezone(dt.UTC) if isinstance(end, dt.datetime) else None
     interruptible = raw.get("Interruptible")
-    expiring = kind == TYPE_CAPACITY_BLOCK and end_time is not None and now >= end_time - EXPIRATION_PERIOD
+    # the times' difference, never `end - 40 min`: a (saved, hostile) end in year 1 has no moment 40 minutes before it
+    expiring = kind == TYPE_CAPACITY_BLOCK and end_time is not None and end_time - now <= EXPIRATION_PERIOD
     return CapacityReservation(
         id=rid,
         instance_type=str(fields["InstanceType"]),
@@ -250,6 +288,40 @@ def launch_choices(
     return chosen
 
 
+def instance_reservation(raw: Mapping[str, Any]) -> str:
+    """The capacity reservation of a DescribeInstances entry as v1.14.1 reads it (see the module docstring); ""
+    when it is not in one (or in another shape)."""
+    reservation_id = raw.get("CapacityReservationId")
+    specification = raw.get("CapacityReservationSpecification")
+    preference = specification.get("CapacityReservationPreference") if isinstance(specification, Mapping) else None
+    if (raw.get("SpotInstanceRequestId") is None and isinstance(reservation_id, str) and reservation_id
+            and preference == "capacity-reservations-only"):
+        return reservation_id
+    return ""
+
+
+def selected(terms: Any, described: Sequence[Mapping[str, Any]], now: dt.datetime) -> tuple[CapacityReservation, ...]:
+    """The class's `status.capacityReservations` that the saved answer `described` (DescribeCapacityReservations'
+    entries, `EndDate` a datetime) gives `terms` at `now`: each query's matches in the answer's order, each id once
+    and none past its end (`unexpired`), read as the status holds them (`reservation`; one it cannot read left out),
+    sorted by id."""
+    return status_of([raw for query in queries(terms) for raw in described if query.selects(raw)], now)[0]
+
+
+def status_of(raws: Sequence[Mapping[str, Any]], now: dt.datetime) -> tuple[tuple[CapacityReservation, ...], list[str]]:
+    """The queries' answers `raws` (in their order) as the class's status holds them — each id once and none past
+    its end (`unexpired`), read by `reservation`, sorted by id — and why each one it cannot read is left out."""
+    found: dict[str, CapacityReservation] = {}
+    left_out: list[str] = []
+    for raw in unexpired(raws, now):
+        read = reservation(raw, now)
+        if isinstance(read, str):
+            left_out.append(read)
+        else:
+            found[read.id] = read
+    return tuple(found[key] for key in sorted(found)), left_out
+
+
 def unexpired(raws: Sequence[Mapping[str, Any]], now: dt.datetime) -> list[Mapping[str, Any]]:
     """v1.14.1's `filterReservations`: each id once (the first), and none whose `EndDate` is past."""
     seen: set[str] = set()
@@ -271,5 +343,6 @@ __all__ = [
     "EXPIRATION_PERIOD", "LABEL_RESERVATION_ID", "LABEL_RESERVATION_INTERRUPTIBLE", "LABEL_RESERVATION_TYPE",
     "MATCH_CRITERIA", "MAX_RESULTS", "RESERVED_PRICE_DIVISOR", "STATE_ACTIVE", "STATE_EXPIRING", "TERMS",
     "TYPE_CAPACITY_BLOCK", "TYPE_DEFAULT", "CapacityReservation", "Query", "ReservedOffering", "available_count",
-    "launch_choices", "queries", "reservation", "reserved_offerings", "unexpired",
+    "instance_reservation", "launch_choices", "queries", "reservation", "reserved_offerings", "selected", "status_of",
+    "unexpired",
 ]

@@ -1,8 +1,10 @@
 """CapacityReservationDrift in `plan` (`reservationdrift`; aws v1.14.1 `pkg/cloudprovider/drift.go:148`,
-`isCapacityReservationDrifted`) from a snapshot: a reserved node's reservation label against the cluster
-EC2NodeClass's `status.capacityReservations` (terms unchanged) or HEAD's changed `capacityReservationSelectorTerms`
-(`id` terms decided, `tags` / `ownerID` terms noted, never guessed); the order after subnets; the CLI's JSON and
-`--redact`; a malformed status is a snapshot problem naming the field."""
+`isCapacityReservationDrifted`): a reserved node's reservation — its instance's from `--instances` as v1.14.1 reads
+it, else its labels — against the cluster EC2NodeClass's `status.capacityReservations` (terms unchanged), what HEAD's
+`capacityReservationSelectorTerms` select in a saved `--capacity-reservations` answer, or HEAD's changed terms alone
+(`id` terms decided, `tags` / `instanceMatchCriteria` terms noted, never guessed); the `ReservedCapacity` gate; the
+order after subnets; the CLI's JSON, `--redact` and a bad answer; capacity blocks' ends from the status or the
+answer; a malformed status is a snapshot problem naming the field."""
 
 from __future__ import annotations
 
@@ -16,19 +18,27 @@ from karpenter_policy.api.v1.admission import stored_form
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.drift import PolicySide
+from karpenter_policy.commands.plan.ec2answers import read_ec2_answers
+from karpenter_policy.commands.plan.fleet import fleet_of
+from karpenter_policy.commands.plan.networkdrift import NetworkDriftRules
+from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.redact import hashed
+from karpenter_policy.commands.plan.reservationdrift import ReservationDriftRules
 from karpenter_policy.commands.plan.snapshot import read_snapshot
 from tests.plan.snapshots import listing, pod, write
 from tests.plan.test_network_drift import (
     FAKE_SUBNET,
     GROUP,
+    START,
     SUBNET_1,
     cluster_class,
+    dump,
     imaged,
     instances,
     network_drift,
 )
+from tests.plan.test_reservation_answers import entry
 from tests.plan.v1snapshots import claim, node_class, nodepool, pool_node, v1_policies
 
 SUITE = "aws/karpenter-provider-aws v1.14.1 pkg/cloudprovider/suite_test.go"
@@ -40,8 +50,9 @@ def reserving_pool() -> str:
     return nodepool().replace("values: [on-demand]}", "values: [on-demand, reserved]}")
 
 
-def terms(*ids: str, tags: bool = False) -> str:
-    listed = [f"{{id: {i}}}" for i in ids] + (["{tags: {team: gpu}}"] if tags else [])
+def terms(*ids: str, tags: bool = False, criteria: str = "") -> str:
+    listed = [f"{{id: {i}}}" for i in ids] + (["{tags: {team: gpu}}"] if tags else []) + (
+        [f"{{instanceMatchCriteria: {criteria}}}"] if criteria else [])
     return node_class(extra=f"  capacityReservationSelectorTerms: [{', '.join(listed)}]\n")
 
 
@@ -59,6 +70,15 @@ def reserved(node_name: str, reservation: str | None) -> list[dict[str, Any]]:
     claimed = claim(node_name, labels=labels, capacity_type=capacity)
     claimed["status"] = made["status"]
     return [pool_node(node_name, capacity_type=capacity, labels=labels), claimed]
+
+
+def in_reservation(answer: dict[str, Any], reservation: str, preference: str = "capacity-reservations-only"
+                   ) -> dict[str, Any]:
+    """A DescribeInstances answer whose instances are in `reservation`, launched with `preference`."""
+    for found in answer["Reservations"][0]["Instances"]:
+        found.update(CapacityReservationId=reservation,
+                     CapacityReservationSpecification={"CapacityReservationPreference": preference})
+    return answer
 
 
 def in_cluster(document: str, *reservations: str) -> dict[str, Any]:
@@ -135,8 +155,9 @@ def test_changed_tag_terms_are_noted_never_guessed(tmp_path: Path) -> None:
 
     assert reasons == {"n1": ()}
     assert notes == ["1 node of EC2NodeClass default: capacity-reservation drift not assessed: HEAD changes "
-                     "spec.capacityReservationSelectorTerms; its tags/ownerID terms select what `aws ec2 "
-                     "describe-capacity-reservations` answers at apply time"]
+                     "spec.capacityReservationSelectorTerms; its tags/instanceMatchCriteria terms select what "
+                     "DescribeCapacityReservations answers: give `aws ec2 describe-capacity-reservations --output "
+                     "json` as --capacity-reservations"]
 
 
 def test_an_id_term_the_status_does_not_show_to_exist_is_noted(tmp_path: Path) -> None:
@@ -150,7 +171,8 @@ def test_an_id_term_the_status_does_not_show_to_exist_is_noted(tmp_path: Path) -
     assert reasons == {"n1": ()}
     assert notes == ["1 node of EC2NodeClass default: capacity-reservation drift not assessed: HEAD's "
                      "spec.capacityReservationSelectorTerms names reservation cr-bar by id, which the snapshot's "
-                     "status.capacityReservations does not show to exist (an id that does not exist selects nothing)"]
+                     "status.capacityReservations does not show to exist (an id that does not exist selects nothing); "
+                     "give `aws ec2 describe-capacity-reservations --output json` as --capacity-reservations"]
 
 
 def test_it_comes_after_subnet_drift_and_not_at_all_when_subnets_error(tmp_path: Path) -> None:
@@ -159,12 +181,13 @@ def test_it_comes_after_subnet_drift_and_not_at_all_when_subnets_error(tmp_path:
     classes = side(terms("cr-foo"))
     items = [*reserved("n1", "cr-bar"), in_cluster(terms("cr-foo"), "cr-foo")]
     items[-1]["status"]["subnets"] = [{"id": SUBNET_1, "zone": "us-east-1a"}]
+    answer = in_reservation(instances(FAKE_SUBNET), "cr-bar")
 
-    reasons, _, _ = network_drift(tmp_path, classes, classes, items, instances_answer=instances(FAKE_SUBNET))
+    reasons, _, _ = network_drift(tmp_path, classes, classes, items, instances_answer=answer)
     assert [r.split(":", 1)[0] for r in reasons["n1"]] == ["SubnetDrift", "CapacityReservationDrift"]
 
     items[-1]["status"]["subnets"] = []
-    reasons, _, _ = network_drift(tmp_path, classes, classes, items, instances_answer=instances(FAKE_SUBNET))
+    reasons, _, _ = network_drift(tmp_path, classes, classes, items, instances_answer=answer)
     assert reasons == {"n1": ()}
 
 
@@ -272,3 +295,204 @@ def test_a_block_that_ended_at_the_first_moment_a_time_can_say_expires_at_once(t
     assert node["expires"]
     assert [(w["start"], w["method"], w["nodes"]) for w in document["waves"]] == [
         ("2026-11-30T09:00:00Z", "expiration", ["n1"])]
+
+
+# --- the saved answers: --capacity-reservations decides tags / criteria terms, --instances the node's reservation ---
+
+OWNER = "012345678901"
+
+
+def answer(*found: tuple[str, dict[str, str]], kind: str = "default", end: str | None = None) -> dict[str, Any]:
+    """`aws ec2 describe-capacity-reservations --output json` of (id, tags) reservations, active, targeted."""
+    made = [entry(rid, "us-east-1a", "m5.large", OWNER, "targeted", tags=tags, kind=kind) for rid, tags in found]
+    for item in made:
+        if end is not None:
+            item["EndDate"] = end
+    return {"CapacityReservations": made}
+
+
+def decided(tmp_path: Path, base: PolicySide, head: PolicySide, items: list[dict[str, Any]], *,
+            reservations: Any = None, instances_answer: Any = None, gate: bool = True
+            ) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    """Each v1 node's drift reasons and the notes, the answers given as files, at START."""
+    answers = read_ec2_answers(
+        (dump(tmp_path, "instances.json", instances_answer),) if instances_answer is not None else (),
+        capacity_reservations=(dump(tmp_path, "cr.json", reservations),) if reservations is not None else ())
+    snapshot = read_snapshot(json.dumps(listing(*items)).encode(), "s.json")
+    assert snapshot.errors == []
+    ids = {"n1": "i-n1", "n2": "i-n2"}
+    found = ReservationDriftRules(base, head, snapshot.node_classes, answers=answers, instance_ids=ids, now=START,
+                                  reserved_capacity=gate)
+    network = NetworkDriftRules(base, head, snapshot.node_classes, answers, ids, reservations=found)
+    rules = NodePoolDriftRules(base, head, START, snapshot.node_classes, network=network)
+    return {name: rules(n).reasons for name, n in fleet_of(snapshot).nodes.items()}, rules.notes()
+
+
+GPU = {"team": "gpu"}
+
+
+def test_changed_tag_terms_are_decided_by_the_saved_answer(tmp_path: Path) -> None:
+    """HEAD swaps the `id` term for a `tags` term: with the saved DescribeCapacityReservations answer the plan applies
+    v1.14.1's query (types.go `QueriesFromSelectorTerms`, the `tag:team` filter) — the node in the untagged cr-foo
+    drifts, the node in the tagged cr-gpu does not. Before, both were only counted in a note."""
+    base, head = side(terms("cr-foo")), side(terms(tags=True))
+    items = [*reserved("n1", "cr-foo"), *reserved("n2", "cr-gpu"), in_cluster(terms("cr-foo"), "cr-foo")]
+
+    reasons, notes = decided(tmp_path, base, head, items, reservations=answer(("cr-foo", {}), ("cr-gpu", GPU)))
+
+    assert reasons == {"n1": (
+        "CapacityReservationDrift: EC2NodeClass default's spec.capacityReservationSelectorTerms changed → "
+        "reservation cr-foo of node n1 is no longer selected (--capacity-reservations: cr-gpu)",), "n2": ()}
+    assert notes == []
+
+
+def test_instance_match_criteria_terms_are_decided_by_the_saved_answer(tmp_path: Path) -> None:
+    """An `instanceMatchCriteria: open` term selects only open reservations (capacityreservation_test.go:209): a node
+    in a targeted one drifts."""
+    base, head = side(terms("cr-foo")), side(terms(criteria="open"))
+    described = answer(("cr-foo", {}), ("cr-open", {}))
+    described["CapacityReservations"][1]["InstanceMatchCriteria"] = "open"
+    items = [*reserved("n1", "cr-foo"), *reserved("n2", "cr-open"), in_cluster(terms("cr-foo"), "cr-foo")]
+
+    reasons, _ = decided(tmp_path, base, head, items, reservations=described)
+
+    assert reasons["n2"] == () and [r.split(":", 1)[0] for r in reasons["n1"]] == ["CapacityReservationDrift"]
+
+
+def test_unchanged_terms_without_the_cluster_class_are_decided_by_the_answer(tmp_path: Path) -> None:
+    """No EC2NodeClass in the snapshot and the terms unchanged: before, silent; with the answer, the status the
+    class's controller writes — an expired reservation (EndDate before --start) is not in it."""
+    classes = side(terms(tags=True))
+    described = answer(("cr-gpu", GPU), ("cr-old", GPU))
+    described["CapacityReservations"][1]["EndDate"] = "2026-11-30T08:00:00+00:00"
+    items = [*reserved("n1", "cr-old"), *reserved("n2", "cr-gpu")]
+
+    reasons, notes = decided(tmp_path, classes, classes, items, reservations=described)
+
+    assert reasons == {"n1": (
+        "CapacityReservationDrift: reservation cr-old of node n1 is not among EC2NodeClass default's "
+        "spec.capacityReservationSelectorTerms (--capacity-reservations: cr-gpu)",), "n2": ()}
+    assert notes == []
+
+
+def test_the_clusters_status_comes_first_when_the_terms_are_unchanged(tmp_path: Path) -> None:
+    """The cluster's class keeps HEAD's terms: its status decides, as networkdrift reads `status.subnets` first."""
+    classes = side(terms(tags=True))
+    items = [*reserved("n1", "cr-gpu"), in_cluster(terms(tags=True), "cr-gpu")]
+
+    reasons, _ = decided(tmp_path, classes, classes, items, reservations=answer(("cr-other", GPU)))
+
+    assert reasons == {"n1": ()}
+
+
+def unlabelled(node_name: str) -> list[dict[str, Any]]:
+    """A reserved node whose reservation-id label is missing (an older Karpenter's)."""
+    made = imaged(node_name)
+    claimed = claim(node_name, capacity_type="reserved")
+    claimed["status"] = made["status"]
+    return [pool_node(node_name, capacity_type="reserved"), claimed]
+
+
+def test_a_node_without_the_label_is_read_by_its_instance(tmp_path: Path) -> None:
+    """drift.go:148 reads the instance's `CapacityReservationDetails` (types.go `NewInstance`), never a label: a node
+    without the reservation-id label whose saved DescribeInstances entry names cr-bar, launched
+    `capacity-reservations-only`, drifts against a status of cr-foo. Before, the missing label made it silent."""
+    classes = side(terms("cr-foo"))
+    items = [*unlabelled("n1"), in_cluster(terms("cr-foo"), "cr-foo")]
+
+    reasons, _ = decided(tmp_path, classes, classes, items,
+                         instances_answer=in_reservation(instances(SUBNET_1), "cr-bar"))
+
+    assert reasons == {"n1": (
+        "CapacityReservationDrift: reservation cr-bar of node n1 is not among EC2NodeClass default's "
+        "spec.capacityReservationSelectorTerms (status.capacityReservations: cr-foo)",)}
+
+
+def test_the_instance_decides_over_the_label(tmp_path: Path) -> None:
+    """suite_test.go:949 ("should not drift when capacity reservation falls back to on-demand") read off the
+    instance: labelled cr-bar, but the instance launched with preference `open` (v1.14.1: on-demand) — no drift; an
+    instance in the selected cr-foo under a stale cr-bar label — no drift either. Before, the label drifted both."""
+    classes = side(terms("cr-foo"))
+    items = [*reserved("n1", "cr-bar"), in_cluster(terms("cr-foo"), "cr-foo")]
+
+    for answer_ in (in_reservation(instances(SUBNET_1), "cr-bar", preference="open"),
+                    in_reservation(instances(SUBNET_1), "cr-foo")):
+        reasons, _ = decided(tmp_path, classes, classes, items, instances_answer=answer_)
+        assert reasons == {"n1": ()}
+
+
+def test_with_the_reserved_capacity_gate_off_nothing_drifts_so(tmp_path: Path) -> None:
+    """types.go `capacityTypeFromInstance`: with `ReservedCapacity` off no instance is read as reserved, so no
+    CapacityReservationDrift (`--feature-gates ReservedCapacity=false`)."""
+    classes = side(terms("cr-foo"))
+    items = [*reserved("n1", "cr-bar"), in_cluster(terms("cr-foo"), "cr-foo")]
+
+    assert decided(tmp_path, classes, classes, items, gate=False)[0] == {"n1": ()}
+    assert decided(tmp_path, classes, classes, items)[0]["n1"] != ()
+
+
+def test_the_plan_reads_the_saved_answer_and_redact_hashes_its_ids(tmp_path: Path) -> None:
+    """The CLI's --capacity-reservations: BASE's `id` terms become HEAD's `tags` term; n2's cr-bar is not tagged and
+    drifts into a wave; with --redact no reservation id of the answer is printed."""
+    base = v1_policies(tmp_path / "base", reserving_pool(), node_classes=(terms("cr-foo", "cr-bar"),))
+    head = v1_policies(tmp_path / "head", reserving_pool(), node_classes=(terms(tags=True),))
+    items = [*reserved("n1", "cr-foo"), pod("web-1", "n1", "web"), *reserved("n2", "cr-bar"),
+             pod("web-2", "n2", "web"), in_cluster(terms("cr-foo", "cr-bar"), "cr-foo", "cr-bar")]
+    snapshot = write(tmp_path / "s.json", *items)
+    described = dump(tmp_path, "cr.json", answer(("cr-foo", GPU), ("cr-bar", {}), ("cr-secret", GPU)))
+
+    def run(**options: Any) -> Any:
+        return plan_command(PlanOptions(snapshot=(snapshot,), start="2026-11-30T09:00:00Z", output="json", base=base,
+                                        head=head, consolidation_timeout="0s", capacity_reservations=(described,),
+                                        **options), load_catalog())
+
+    result, hidden = run(), run(redact=True)
+
+    assert result.exit_code == 0, result.stderr
+    nodes = {n["name"]: n for n in json.loads(result.stdout)["nodes"]}
+    assert nodes["n2"]["drifted"] and nodes["n2"]["wave"] is not None and not nodes["n1"]["drifted"]
+    assert nodes["n2"]["reasons"] == [
+        "CapacityReservationDrift: EC2NodeClass default's spec.capacityReservationSelectorTerms changed → "
+        "reservation cr-bar of node n2 is no longer selected (--capacity-reservations: cr-foo, cr-secret)"]
+    assert hidden.exit_code == 0, hidden.stderr
+    assert not any(i in hidden.stdout for i in ("cr-foo", "cr-bar", "cr-secret"))
+    assert f"({hashed('cr', 'cr-foo')}, {hashed('cr', 'cr-secret')})"[1:-1] in hidden.stdout
+
+
+def test_a_bad_answer_is_exit_2_naming_the_file_and_field(tmp_path: Path) -> None:
+    described = dump(tmp_path, "cr.json", {"CapacityReservations": [{"CapacityReservationId": "cr-1", "Tags": 7}]})
+    result = plan(tmp_path, capacity_reservations=(described,))
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"karpenter-policy plan: {described}: CapacityReservations[0].Tags: not a list: 7\n"
+
+
+def test_the_gate_off_on_the_command_line_drifts_nothing_so(tmp_path: Path) -> None:
+    result = plan(tmp_path, feature_gates="ReservedCapacity=false")
+    assert result.exit_code == 0, result.stderr
+    assert not any(n["drifted"] for n in json.loads(result.stdout)["nodes"])
+
+
+def test_a_block_absent_from_the_status_expires_by_the_saved_answer(tmp_path: Path) -> None:
+    """expiration/controller.go asks EC2 for the NodeClaims' reservation ids, whatever a class's status lists: a
+    capacity block the snapshot's status does not list expires 40 minutes before the `EndDate` of the saved answer
+    (ec2nodeclass_status.go:238). Before, it was not known to end; a default reservation's end still deletes
+    nothing, and a block not `active` in the answer is not answered."""
+    same = v1_policies(tmp_path / "p", reserving_pool(), node_classes=(terms("cr-block"),))
+    items = [*reserved("n1", "cr-block"), pod("web-1", "n1", "web")]  # no EC2NodeClass: no status lists it
+    snapshot = write(tmp_path / "s.json", *items)
+
+    def run(kind: str, state: str = "active") -> Any:
+        described = answer(("cr-block", {}), kind=kind, end="2026-11-30T12:00:00+00:00")
+        described["CapacityReservations"][0]["State"] = state
+        result = plan_command(PlanOptions(snapshot=(snapshot,), start="2026-11-30T09:00:00Z", output="json",
+                                          base=same, head=same, capacity_reservations=(
+                                              dump(tmp_path, f"{kind}-{state}.json", described),)), load_catalog())
+        assert result.exit_code == 0, result.stderr
+        (node,) = json.loads(result.stdout)["nodes"]
+        return node
+
+    block = run("capacity-block")
+    assert (block["expires"], block["expires_at"]) == (True, "2026-11-30T11:20:00Z")
+    assert block["reasons"][0].startswith("expires 2026-11-30T11:20:00Z: capacity block cr-block ends "
+                                          "2026-11-30T12:00:00Z")
+    assert not run("default")["expires"] and not run("capacity-block", "expired")["expires"]

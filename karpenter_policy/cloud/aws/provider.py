@@ -69,6 +69,7 @@ from karpenter_policy.cloud.capacityreservations import (
     TYPE_DEFAULT,
     CapacityReservation,
     ReservedOffering,
+    instance_reservation,
     launch_choices,
     reserved_offerings,
 )
@@ -929,7 +930,7 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
     launch_time = raw.get("LaunchTime")
     instance_id = str(raw["InstanceId"])
     lifecycle = raw.get("InstanceLifecycle")
-    reservation = _reservation_of(raw) if lifecycle != "spot" else ""
+    reservation = instance_reservation(raw) if lifecycle != "spot" else ""
     capacity_type = (
         wk.CAPACITY_SPOT if lifecycle == "spot" else wk.CAPACITY_RESERVED if reservation else wk.CAPACITY_ON_DEMAND
     )
@@ -970,19 +971,6 @@ def _efa_count(raw: Any) -> int:
         return 0
     kinds = [i.get("InterfaceType") for i in raw if isinstance(i, Mapping)]
     return sum(1 for kind in kinds if isinstance(kind, str) and kind in _EFA_INTERFACE_TYPES)
-
-
-def _reservation_of(raw: Mapping[str, Any]) -> str:
-    """The capacity reservation a DescribeInstances entry was launched into as v1.14.1's `capacityTypeFromInstance`
-    reads it (aws pkg/providers/instance/types.go:111-121): its `CapacityReservationId` when it launched with
-    preference `capacity-reservations-only` (a targeted launch; an open reservation's instance stays on-demand);
-    empty otherwise, or in another shape."""
-    reservation = raw.get("CapacityReservationId")
-    specification = raw.get("CapacityReservationSpecification")
-    preference = specification.get("CapacityReservationPreference") if isinstance(specification, Mapping) else None
-    if isinstance(reservation, str) and reservation and preference == "capacity-reservations-only":
-        return reservation
-    return ""
 
 
 def _group_ids(raw: Any) -> tuple[str, ...] | None:

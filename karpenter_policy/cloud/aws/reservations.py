@@ -30,8 +30,7 @@ from karpenter_policy.cloud.capacityreservations import (
     Query,
     available_count,
     queries,
-    reservation,
-    unexpired,
+    status_of,
 )
 from karpenter_policy.cloud.errors import NotFound
 from karpenter_policy.cloud.provider import Clock
@@ -67,15 +66,10 @@ class CapacityReservations:
         raws: list[Mapping[str, Any]] = []
         for query in queries(terms):
             raws.extend(self._answer(query))
-        now = self._wall_clock()
-        found: dict[str, CapacityReservation] = {}
-        for raw in unexpired(raws, now):
-            read = reservation(raw, now)
-            if isinstance(read, str):
-                log.error("failed to parse a discovered capacity reservation: %s", read)
-                continue
-            found[read.id] = read
-        return tuple(found[key] for key in sorted(found))
+        found, left_out = status_of(raws, self._wall_clock())
+        for why in left_out:
+            log.error("failed to parse a discovered capacity reservation: %s", why)
+        return found
 
     def _answer(self, query: Query) -> tuple[Mapping[str, Any], ...]:
         return self._answers.get_or_load(query, lambda: self._describe(query))

@@ -6,16 +6,28 @@ block once the block is `expiring`: 40 minutes before its end (`pkg/apis/v1/ec2n
 `status.capacityReservations[]` with `reservationType: capacity-block` and `endTime`. A node labelled
 `karpenter.sh/capacity-type: reserved` and `karpenter.k8s.aws/capacity-reservation-id` of such a block is deleted
 then — as an expiry is (no budget, no replacement first), so the plan shows it as expiring at that moment.
-Default reservations (interruptible or not) are never expired early; a reservation no class status lists is not
-known to end.
+
+The controller itself asks EC2 by the NodeClaims' reservation ids, whatever a class's status lists: a block no class
+status lists is read from the saved `aws ec2 describe-capacity-reservations --output json` (`--capacity-reservations`)
+when it holds it as that query answers — `State` `active`, `ReservationType` `capacity-block`, an `EndDate`, and
+readable as v1.14.1 reads a reservation (`capacityreservations.reservation`). A block that has ended already at
+`--start` expires its nodes at once (EC2 has taken them back). Default reservations (interruptible or not) are never
+expired early; a reservation neither a class status nor the answer lists is not known to end.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from karpenter_policy.cloud.capacityreservations import EXPIRATION_PERIOD, TYPE_CAPACITY_BLOCK
+from karpenter_policy.cloud.capacityreservations import (
+    EXPIRATION_PERIOD,
+    STATE_ACTIVE,
+    TYPE_CAPACITY_BLOCK,
+    CapacityReservation,
+    reservation,
+)
 from karpenter_policy.commands.plan.fleet import FleetNode
 from karpenter_policy.commands.plan.redact import hashed
 from karpenter_policy.kube import objects
@@ -26,9 +38,11 @@ __all__ = ["CapacityBlocks"]
 
 
 class CapacityBlocks:
-    """The capacity blocks the snapshot's EC2NodeClasses list, by reservation id: their end."""
+    """The capacity blocks the snapshot's EC2NodeClasses list — and, of those they do not, the saved answer
+    `described` (`Ec2Answers.capacity_reservations`), read at `now` —, by reservation id: their end."""
 
-    def __init__(self, cluster_classes: Sequence[Obj], *, redact: bool = False) -> None:
+    def __init__(self, cluster_classes: Sequence[Obj], *, redact: bool = False,
+                 described: Sequence[Mapping[str, Any]] = (), now: dt.datetime | None = None) -> None:
         self.redact = redact
         self.ends: dict[str, dt.datetime] = {}
         for node_class in cluster_classes:
@@ -42,6 +56,13 @@ class CapacityBlocks:
                     moment = objects.parse_time(end)  # the snapshot checked it is a time
                     known = self.ends.get(item["id"])
                     self.ends[item["id"]] = moment if known is None else min(known, moment)
+        listed = set(self.ends)
+        for raw in described:
+            if raw.get("State") != STATE_ACTIVE or raw.get("ReservationType") != TYPE_CAPACITY_BLOCK:
+                continue
+            read = reservation(raw, now or dt.datetime.now(dt.UTC))
+            if isinstance(read, CapacityReservation) and read.end_time is not None and read.id not in listed:
+                self.ends[read.id] = read.end_time
 
     def expiry(self, node: FleetNode) -> tuple[str, dt.datetime] | None:
         """(reservation id — hashed `cr-…` with `--redact` —, when the expiration controller deletes the node) for a

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from karpenter_policy.api.schema import show_value
 from karpenter_policy.api.v1.admission import stored_form
-from karpenter_policy.api.v1.featuregates import static_capacity
+from karpenter_policy.api.v1.featuregates import reserved_capacity, static_capacity
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import CommandOutput, Report
@@ -38,6 +38,7 @@ from karpenter_policy.commands.plan.nodepoolwaves import nodepool_budgets, plan_
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.redact import hashed, redact_snapshot
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
+from karpenter_policy.commands.plan.reservationdrift import ReservationDriftRules
 from karpenter_policy.commands.plan.rolloutbudget import RolloutClock
 from karpenter_policy.commands.plan.snapshot import Snapshot, read_snapshots
 from karpenter_policy.commands.plan.staticnodepools import (
@@ -166,7 +167,7 @@ def plan_command(
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     try:
         answers = read_ec2_answers(options.instances, options.images, options.ssm_parameters, options.subnets,
-                                   options.security_groups)
+                                   options.security_groups, options.capacity_reservations)
     except Ec2FileError as error:
         return CommandOutput(2, "", f"karpenter-policy plan: {error}\n")
     if bool(options.snapshot) == bool(options.kubeconfig):
@@ -210,14 +211,19 @@ def plan_command(
                              f"error(s); fix them first (`karpenter-policy check`):\n{findings}")
     base_side, head_side = _side(options.base, base), _side(options.head, head)
     ami = TemplateAmiDrift(head_side, answers, pricing.catalog, instance_ids, redact=options.redact)
+    reservations = ReservationDriftRules(base_side, head_side, snapshot.node_classes, redact=options.redact,
+                                         answers=answers, instance_ids=instance_ids, now=start,
+                                         reserved_capacity=reserved_capacity(options.feature_gates))
     network = NetworkDriftRules(base_side, head_side, snapshot.node_classes, answers, instance_ids,
-                                redact=options.redact)
+                                redact=options.redact, reservations=reservations)
     rules = DriftRules(base_side, head_side, start, drift_enabled=not options.drift_disabled, horizon=horizon,
                        ami=ami, network=network)
     v1_ami = AmiDriftRules(base_side, head_side, snapshot.node_classes, answers, pricing.catalog, instance_ids, start,
                            redact=options.redact, claim_images=claim_images)
     v1_rules = NodePoolDriftRules(base_side, head_side, start, snapshot.node_classes, horizon=horizon, ami=v1_ami,
-                                  network=network, blocks=CapacityBlocks(snapshot.node_classes, redact=options.redact))
+                                  network=network, blocks=CapacityBlocks(
+                                      snapshot.node_classes, redact=options.redact,
+                                      described=answers.capacity_reservations or (), now=start))
     drift: dict[str, NodeDrift] = {name: v1_rules(node) if node.nodepool is not None else rules(node)
                                    for name, node in fleet.nodes.items()}
     table = InstanceTable.of_catalog(pricing.catalog)

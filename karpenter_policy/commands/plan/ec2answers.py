@@ -2,8 +2,14 @@
 read and checked at the edge.
 
 * `--instances FILE` (repeatable): what `aws ec2 describe-instances --output json` prints — each instance's
-  `ImageId`, `SubnetId` and `SecurityGroups[].GroupId` by its `InstanceId` (a node's `spec.providerID` names its
-  instance);
+  `ImageId`, `SubnetId`, `SecurityGroups[].GroupId` and capacity reservation (`CapacityReservationId`, read as
+  v1.14.1 reads it: `capacityreservations.instance_reservation`) by its `InstanceId` (a node's `spec.providerID`
+  names its instance);
+* `--capacity-reservations FILE` (repeatable): what `aws ec2 describe-capacity-reservations --output json` prints —
+  the reservations an EC2NodeClass's `capacityReservationSelectorTerms` may select and capacity blocks' ends (each
+  entry's `CapacityReservationId`, `State`, `OwnerId`, `Tags`, `InstanceMatchCriteria`, `ReservationType`,
+  `InstanceType`, `AvailabilityZone`, `Interruptible`, `EndDate`), kept in the shape `cloud/capacityreservations.py`
+  reads (`EndDate` a datetime);
 * `--subnets FILE` / `--security-groups FILE` (repeatable): what `aws ec2 describe-subnets --output json` /
   `aws ec2 describe-security-groups --output json` print — the subnets (`SubnetId`, `Tags`) and security groups
   (`GroupId`, `GroupName`, `Tags`) a class's selector terms may select (`cloud/networkselection.py`);
@@ -22,6 +28,7 @@ kind merge (a later answer for an id replaces an earlier).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +37,7 @@ from typing import Any
 
 from karpenter_policy.api.schema import show_value
 from karpenter_policy.cloud.amiselection import Image
+from karpenter_policy.cloud.capacityreservations import instance_reservation
 from karpenter_policy.cloud.networkselection import Described
 from karpenter_policy.commands.plan.snapshot import read_bytes
 from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
@@ -40,8 +48,8 @@ _VERSION = re.compile(r"(?<![\d.])1\.\d{1,3}(?![\d.])")
 
 
 class Ec2FileError(ValueError):
-    """A file of `--instances`, `--images`, `--ssm-parameters`, `--subnets` or `--security-groups` that cannot be
-    read as its command's output."""
+    """A file of `--instances`, `--images`, `--ssm-parameters`, `--subnets`, `--security-groups` or
+    `--capacity-reservations` that cannot be read as its command's output."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +66,9 @@ class Ec2Answers:
     """The saved answers: `images_of` (instance id → ImageId; None: no --instances), `images` (None: no --images),
     `parameters` (SSM name → value; None: no --ssm-parameters) and `absent` (the names SSM answered it does not
     have: `InvalidParameters`); `network_of` (instance id → its network; None: no --instances), `subnets` and
-    `security_groups` (None: no --subnets, no --security-groups)."""
+    `security_groups` (None: no --subnets, no --security-groups); `reservation_of` (instance id → the capacity
+    reservation it is in, "" none; None: no --instances) and `capacity_reservations` (the described reservations,
+    by id; None: no --capacity-reservations)."""
 
     image_of: Mapping[str, str] | None = None
     images: tuple[Image, ...] | None = None
@@ -67,6 +77,8 @@ class Ec2Answers:
     network_of: Mapping[str, InstanceNetwork] | None = None
     subnets: tuple[Described, ...] | None = None
     security_groups: tuple[Described, ...] | None = None
+    reservation_of: Mapping[str, str] | None = None
+    capacity_reservations: tuple[Mapping[str, Any], ...] | None = None
 
     @property
     def given(self) -> bool:
@@ -137,7 +149,26 @@ def _top(file: str, data: Any, key: str, command: str) -> list[Any]:
     return _list(file, key, data[key])
 
 
-def _instances(file: str, into: dict[str, str], networks: dict[str, InstanceNetwork]) -> None:
+def _optional(file: str, path: str, item: Mapping[str, Any], key: str, kind: type[Any], what: str) -> Any:
+    """`item[key]` when it is of `kind` (None when absent or null); else an error naming the field."""
+    value = item.get(key)
+    if value is None or isinstance(value, kind):
+        return value
+    raise Ec2FileError(f"{file}: {path}.{key}: not {what}: {show_value(value)}")
+
+
+def _instance_reservation(file: str, path: str, item: Mapping[str, Any]) -> str:
+    _optional(file, path, item, "CapacityReservationId", str, "a string")
+    _optional(file, path, item, "SpotInstanceRequestId", str, "a string")
+    specification = _optional(file, path, item, "CapacityReservationSpecification", Mapping, "an object")
+    if specification is not None:
+        _optional(file, f"{path}.CapacityReservationSpecification", specification, "CapacityReservationPreference",
+                  str, "a string")
+    return instance_reservation(item)
+
+
+def _instances(file: str, into: dict[str, str], networks: dict[str, InstanceNetwork],
+               reservations: dict[str, str]) -> None:
     for r, reservation in enumerate(_top(file, _load(file), "Reservations", "aws ec2 describe-instances")):
         where = f"Reservations[{r}]"
         for i, instance in enumerate(_list(file, f"{where}.Instances",
@@ -152,6 +183,42 @@ def _instances(file: str, into: dict[str, str], networks: dict[str, InstanceNetw
                                       _object(file, f"{path}.SecurityGroups[{g}]", group), "GroupId"))
             networks[key] = InstanceNetwork(_string(file, path, item, "SubnetId", required=False),
                                             tuple(sorted(set(groups))))
+            reservations[key] = _instance_reservation(file, path, item)
+
+
+def _end_date(file: str, path: str, value: Any) -> dt.datetime | None:
+    """A reservation's `EndDate` as the CLI prints it (ISO 8601; no zone: UTC), in UTC, or None when it has none."""
+    if value is None:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise Ec2FileError(f"{file}: {path}.EndDate: not a time: {show_value(value)}")
+    try:  # kept in UTC, as boto3 gives it: 9999-12-31T23:59:59-05:00 is past any UTC time Python can hold
+        return moment.astimezone(dt.UTC) if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+    except OverflowError:
+        raise Ec2FileError(f"{file}: {path}.EndDate: not a time Python can hold in UTC: {show_value(value)}") from None
+
+
+def _capacity_reservations(file: str, into: dict[str, Mapping[str, Any]]) -> None:
+    listed = _top(file, _load(file), "CapacityReservations", "aws ec2 describe-capacity-reservations")
+    for r, found in enumerate(listed):
+        path = f"CapacityReservations[{r}]"
+        item = _object(file, path, found)
+        read: dict[str, Any] = {"CapacityReservationId": _string(file, path, item, "CapacityReservationId")}
+        for key in ("State", "OwnerId", "InstanceMatchCriteria", "ReservationType", "InstanceType",
+                    "AvailabilityZone"):
+            if (value := _optional(file, path, item, key, str, "a string")) is not None:
+                read[key] = value
+        if (interruptible := _optional(file, path, item, "Interruptible", bool, "true or false")) is not None:
+            read["Interruptible"] = interruptible
+        tags = _tags(file, path, item.get("Tags"))
+        read["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+        if (end := _end_date(file, path, item.get("EndDate"))) is not None:
+            read["EndDate"] = end
+        into[read["CapacityReservationId"]] = read
 
 
 def _described(file: str, into: dict[str, Described], key: str, id_key: str, command: str) -> None:
@@ -204,17 +271,22 @@ def _parameters(file: str, into: dict[str, str], absent: set[str]) -> None:
 
 
 def read_ec2_answers(instances: Sequence[str] = (), images: Sequence[str] = (), parameters: Sequence[str] = (),
-                     subnets: Sequence[str] = (), security_groups: Sequence[str] = ()) -> Ec2Answers:
+                     subnets: Sequence[str] = (), security_groups: Sequence[str] = (),
+                     capacity_reservations: Sequence[str] = ()) -> Ec2Answers:
     """The answers of the files given (none of a kind: None). Raises :class:`Ec2FileError`."""
     image_of: dict[str, str] = {}
     network_of: dict[str, InstanceNetwork] = {}
+    reservation_of: dict[str, str] = {}
+    reservations: dict[str, Mapping[str, Any]] = {}
     found: dict[str, Image] = {}
     values: dict[str, str] = {}
     absent: set[str] = set()
     described: dict[str, Described] = {}
     groups: dict[str, Described] = {}
     for file in instances:
-        _instances(file, image_of, network_of)
+        _instances(file, image_of, network_of, reservation_of)
+    for file in capacity_reservations:
+        _capacity_reservations(file, reservations)
     for file in subnets:
         _described(file, described, "Subnets", "SubnetId", "aws ec2 describe-subnets")
     for file in security_groups:
@@ -231,5 +303,7 @@ def read_ec2_answers(instances: Sequence[str] = (), images: Sequence[str] = (), 
         network_of if instances else None,
         tuple(described[k] for k in sorted(described)) if subnets else None,
         tuple(groups[k] for k in sorted(groups)) if security_groups else None,
+        reservation_of if instances else None,
+        tuple(reservations[k] for k in sorted(reservations)) if capacity_reservations else None,
     )
 

@@ -116,7 +116,8 @@ class NetworkDriftRules:
     holds the snapshot's EC2NodeClasses, `instance_ids` each node's instance (by the plan's name for it)."""
 
     def __init__(self, base: PolicySide, head: PolicySide, cluster: Sequence[Obj], answers: Ec2Answers,
-                 instance_ids: Mapping[str, str], *, redact: bool = False) -> None:
+                 instance_ids: Mapping[str, str], *, redact: bool = False,
+                 reservations: ReservationDriftRules | None = None) -> None:
         self.base, self.head, self.answers, self.instance_ids = base, head, answers, instance_ids
         self.cluster = {objects.name(c): c for c in cluster}
         self.redact = redact
@@ -130,7 +131,8 @@ class NetworkDriftRules:
         #: (owner, why) → nodes whose AMI check errors first (v1.14.1 checks nothing after it)
         self.skipped: Counter[tuple[str, str]] = Counter()
         #: CapacityReservationDrift, checked after both (v1.14.1 drift.go:68-81)
-        self.reservations = ReservationDriftRules(base, head, cluster, redact=redact)
+        self.reservations = reservations if reservations is not None else ReservationDriftRules(
+            base, head, cluster, redact=redact, answers=answers, instance_ids=instance_ids)
 
     def notes(self) -> list[str]:
         out = [f"{_plural(count)} of {owner}: {what} drift not assessed: {why}"

@@ -91,8 +91,9 @@ class PlanOptions:
     )
     instances: tuple[str, ...] = option(
         (), "--instances", multiple=True, path="file", metavar="FILE",
-        help="For AMI, subnet and security-group drift: what `aws ec2 describe-instances --output json` printed (each "
-        "node's ImageId, SubnetId and security groups, by its providerID; repeatable).",
+        help="For AMI, subnet, security-group and capacity-reservation drift: what `aws ec2 describe-instances "
+        "--output json` printed (each node's ImageId, SubnetId, security groups and CapacityReservationId, by its "
+        "providerID; repeatable).",
     )
     images: tuple[str, ...] = option(
         (), "--images", multiple=True, path="file", metavar="FILE",
@@ -113,6 +114,11 @@ class PlanOptions:
         (), "--security-groups", multiple=True, path="file", metavar="FILE",
         help="For security-group drift: what `aws ec2 describe-security-groups --output json` printed (what HEAD's "
         "securityGroupSelectorTerms or securityGroupSelector select; a note names the filters; repeatable).",
+    )
+    capacity_reservations: tuple[str, ...] = option(
+        (), "--capacity-reservations", multiple=True, path="file", metavar="FILE",
+        help="For capacity-reservation drift and capacity blocks' ends: what `aws ec2 describe-capacity-reservations "
+        "--output json` printed (what HEAD's capacityReservationSelectorTerms select; repeatable).",
     )
     values_file: str | None = option(None, "--values", path="file", help="Template values (YAML mapping).")
     timeout_ms: int = option(5000, "--timeout-ms", int_range=(1, None), show_default=True, help="Per solver call.")
