@@ -9,16 +9,36 @@ in one recursive pass over the data, the strings through the standard library's 
 unchanged) — the same as copying the data with `strings` applied and encoding the copy. The types, their order of
 precedence, the key conversions (float, bool, None and int keys), the spelling of floats (`NaN`, `Infinity`) and
 the errors (keys that do not sort, values JSON has no form for) are the standard library's.
+
+A part of a document that does not change from one call to the next (SARIF's rule descriptions: 110 KB, 1.3 ms a
+report) can be written once and placed as :class:`Written`: its text goes in as it is, indented to where it stands.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import Any
 
 _INFINITY = float("inf")
 _INDENT = "  "
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A value already written by :func:`pretty_json` (at the top level, with the same `strings`): placed in a
+    document as that value would be, each of its lines indented to where it stands."""
+
+    text: str
+
+
+@lru_cache(maxsize=16)
+def _indented(text: str, indent: str) -> str:
+    """`text`'s lines after the first indented by `indent`: a :class:`Written` where it stands (made once per place;
+    the hash of a string is kept with it, so a hit costs nothing more)."""
+    return text.replace("\n", "\n" + indent) if indent else text
 
 
 def _float_text(value: float) -> str:
@@ -51,8 +71,8 @@ def _key_text(key: Any) -> str:
 
 def pretty_json(data: Any, strings: Callable[[str], str]) -> str:
     """`data` as `json.dumps(copy, indent=2, sort_keys=True, ensure_ascii=False)` writes `copy`: `data` with
-    `strings` applied to every string, dict key or value, and every tuple a list (see the module docstring).
-    `strings` must leave ASCII text unchanged."""
+    `strings` applied to every string, dict key or value, and every tuple a list (see the module docstring);
+    a :class:`Written` value as the value it was written from. `strings` must leave ASCII text unchanged."""
     out: list[str] = []
     append = out.append
     encode = encode_basestring
@@ -63,6 +83,8 @@ def pretty_json(data: Any, strings: Callable[[str], str]) -> str:
     def write(value: Any, indent: str) -> None:
         if isinstance(value, str):
             append(text(value))
+        elif isinstance(value, Written):
+            append(_indented(value.text, indent))
         elif value is None:
             append("null")
         elif value is True:
@@ -111,4 +133,4 @@ def pretty_json(data: Any, strings: Callable[[str], str]) -> str:
     return "".join(out)
 
 
-__all__ = ["pretty_json"]
+__all__ = ["Written", "pretty_json"]

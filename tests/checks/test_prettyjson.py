@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from profiles import deterministic
 
-from karpenter_policy.checks.prettyjson import pretty_json
+from karpenter_policy.checks.prettyjson import Written, pretty_json
 from karpenter_policy.checks.reporters import displayable, json_text
 
 
@@ -112,3 +112,23 @@ def test_strings_are_transformed_only_when_not_ascii() -> None:
 
     assert pretty_json({"ké": ["x", "é"]}, upper) == '{\n  "KÉ": [\n    "x",\n    "É"\n  ]\n}'
     assert seen == ["ké", "é"]
+
+
+@deterministic(300)
+@given(data=values, part=values, path=st.lists(st.sampled_from(["list", "key"]), max_size=4))
+def test_a_written_part_is_the_value_it_was_written_from(data: Any, part: Any, path: list[str]) -> None:
+    """`Written` (a part written once, placed as is — SARIF's rule descriptors): the document is byte for byte the one
+    with the value in its place, at any depth, beside any data."""
+
+    def place(value: Any) -> Any:
+        for step in path:
+            value = [data, value] if step == "list" else {"data": data, "part": value}
+        return value
+
+    try:
+        written = Written(pretty_json(part, displayable))
+    except (TypeError, ValueError):
+        return  # a value with no JSON form is never written
+    assert outcome(lambda d: pretty_json(d, displayable), place(written)) == outcome(
+        lambda d: pretty_json(d, displayable), place(part)
+    )

@@ -6,9 +6,13 @@ import json
 import random
 import xml.etree.ElementTree as ET
 from collections import Counter
+from typing import Any
+
+import pytest
 
 from karpenter_policy.checks.findings import Finding, Location, Report
-from karpenter_policy.checks.reporters import render
+from karpenter_policy.checks.reporters import json_text, render
+from karpenter_policy.checks.ruledocs import DOCS_URL_ENV
 
 FINDINGS = [
     Finding(
@@ -128,3 +132,27 @@ def test_an_object_of_no_known_kind_is_counted_in_words() -> None:
     summary = render(report, "text").splitlines()[-1]
     assert summary == "validated 1 object (1 of an unknown kind) in 1 file: 0 errors, 0 warnings"
     assert json.loads(render(report, "json"))["summary"]["kinds"] == {"(invalid)": 1}  # the JSON key is unchanged
+
+
+def test_sarif_rule_descriptions_written_once_follow_the_docs_url_and_the_rules_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rule descriptors SARIF lists are written once per rule set and docs URL (`reporters._sarif_rules`): a
+    change of either is a new list, and the report is still exactly the pretty JSON of what it says."""
+    monkeypatch.setenv(DOCS_URL_ENV, "https://one.test/docs")
+    first = render(_report(FINDINGS), "sarif")
+    monkeypatch.setenv(DOCS_URL_ENV, "https://two.test/docs")
+    unknown = Finding("not-a-declared-rule", "warning", "made up", "policies/c.yaml", 1, 1)
+    second = render(_report([*FINDINGS, unknown]), "sarif")
+    monkeypatch.setenv(DOCS_URL_ENV, "https://one.test/docs")
+    assert render(_report(FINDINGS), "sarif") == first
+
+    def rules(text: str) -> dict[str, dict[str, Any]]:
+        return {rule["id"]: rule for rule in json.loads(text)["runs"][0]["tool"]["driver"]["rules"]}
+
+    assert rules(first)["schema"]["helpUri"] == "https://one.test/docs/rules/schema.md"
+    assert rules(second)["schema"]["helpUri"] == "https://two.test/docs/rules/schema.md"
+    assert "not-a-declared-rule" not in rules(first)
+    assert rules(second)["not-a-declared-rule"]["shortDescription"] == {"text": "not-a-declared-rule"}
+    for text in (first, second):
+        assert text == json_text(json.loads(text))  # placed at its depth: the same bytes as written in one pass

@@ -18,9 +18,10 @@ from profiles import deterministic
 from karpenter_policy.api.v1.launchsettings import launch_settings
 from karpenter_policy.cloud.errors import CloudError, ConfigurationError
 from karpenter_policy.model import labels as wk
+from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.requirements import Requirement, Requirements
 
-from .conftest import DISCOVERY, AwsEnv
+from .conftest import DISCOVERY, ZONES, AwsEnv
 from .faultproxy import Answer, Call, error_answer
 from .support import launch_template, offer, request
 
@@ -435,6 +436,41 @@ def test_an_incompatible_type_keeps_its_offerings_unavailable_not_removed(aws: A
     assert set(listed) == set(COMPATIBILITY_CATALOG)
     assert listed["m5.large"].offerings and not any(o.available for o in listed["m5.large"].offerings)
     assert any(o.available for o in listed["p4d.24xlarge"].offerings)
+
+
+def test_the_checked_types_are_made_again_only_when_the_settings_types_or_ec2s_answer_change(aws: AwsEnv) -> None:
+    """Not a copy of every type per call (#26): the same settings and answers give the same objects; other interfaces,
+    other subnets' zones, or EC2's answers asked again give their own, checked anew."""
+    from .conftest import catalog_types
+
+    provider = aws.provider(catalog_types(COMPATIBILITY_CATALOG))
+
+    def listed(settings: dict[str, Any]) -> dict[str, InstanceType]:
+        return {it.name: it for it in provider.instance_types(provider=settings)}
+
+    def kept(types: dict[str, InstanceType]) -> set[str]:
+        return {name for name, it in types.items() if any(o.available for o in it.offerings)}
+
+    def zones(it: InstanceType) -> set[str]:
+        return {o.zone for o in it.offerings}
+
+    two_cards = node_class(networkInterfaces=FOUR_INTERFACES)
+    one_card = node_class(networkInterfaces=FOUR_INTERFACES[:2])
+    first = listed(two_cards)
+    assert kept(first) == {"p4d.24xlarge"}
+    assert kept(listed(one_card)) == {"c5n.18xlarge", "g4dn.8xlarge", "p4d.24xlarge"}
+    again = listed(two_cards)
+    assert all(again[name] is it for name, it in first.items())  # m5.large's unavailable offerings not made again
+
+    one_zone = node_class(networkInterfaces=FOUR_INTERFACES, subnetSelectorTerms=[{"id": aws.subnets[ZONES[0]]}])
+    in_one_zone = listed(one_zone)
+    assert kept(in_one_zone) == {"p4d.24xlarge"}
+    assert zones(in_one_zone["m5.large"]) == zones(in_one_zone["p4d.24xlarge"]) == {ZONES[0]}
+    assert listed(two_cards)["m5.large"] is first["m5.large"] and zones(first["m5.large"]) == set(ZONES)
+
+    aws.clock.advance(301)  # EC2 asked again (offerings, prices and DescribeInstanceTypes): made again, the same
+    refreshed = listed(two_cards)
+    assert refreshed == first and refreshed["m5.large"] is not first["m5.large"]
 
 
 def test_the_bootstrap_max_pods_leave_out_an_efa_only_eni_on_card_0(aws: AwsEnv) -> None:

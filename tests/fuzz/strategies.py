@@ -41,7 +41,7 @@ KNOWN_RULES = frozenset({
     "parse-error", "schema", "invalid-requirement", "restricted-label", "invalid-spec", "deprecated-label",
     "deprecated-provider",
     "duplicate-name", "unresolved-reference", "template-error", "quantity-out-of-range", "ttl-churn",
-    "invalid-user-data", "placeholder",
+    "invalid-user-data", "placeholder", "aws-id-shape",
 })
 
 MAX_FILE_BYTES = 4 * 1024 * 1024

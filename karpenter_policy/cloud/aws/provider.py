@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import datetime as dt
+import json
 import logging
 import threading
 import time
@@ -111,7 +112,8 @@ PRICING_REFRESH = 12 * 3600.0
 FILTERED_QUERY_LIMIT = 200
 #: EC2 is eventually consistent: an instance CreateFleet just returned may not be described yet.
 DESCRIBE_ATTEMPTS = 3
-#: How many zone sets (node classes' subnets) the types restricted to them are kept for.
+#: How many zone sets (node classes' subnets), and how many launch settings' compatibility checks, the types made
+#: for them are kept for.
 ZONED_KEPT = 8
 _LAUNCH_TEMPLATE_TAG = "aws:ec2launchtemplate:id"
 #: The AMI family whose nodes boot with nodeadm (and so need the cluster's service CIDR).
@@ -225,6 +227,11 @@ class AwsCloudProvider:
         self._zoned: builtins.list[
             tuple[builtins.list[InstanceType], frozenset[str], builtins.list[InstanceType]]
         ] = []
+        #: (types, DescribeInstanceTypes' answer, what the check reads of the settings, the checked types), the last
+        #: few for the current answer.
+        self._fitted: builtins.list[
+            tuple[builtins.list[InstanceType], object, str, builtins.list[InstanceType]]
+        ] = []
         self._reserved_instances: dict[str, str] = {}  # instance id -> its capacity reservation
 
     # --- offerings ------------------------------------------------------------------------------------------
@@ -280,16 +287,28 @@ class AwsCloudProvider:
         if interfaces is None and not nested and strategy is None:
             return types
         described = self._described.get_or_load("types", self._describe_types)
+        # Made again only when the types, EC2's answer (by identity) or what the check reads of the settings change,
+        # not per call: a reconcile asks with the same settings many times.
+        read = json.dumps([interfaces, cpu, strategy], sort_keys=True, default=str)
+        with self._lock:
+            for built, answer, known, found in self._fitted:
+                if built is types and answer is described and known == read:
+                    return found
 
         def fits(it: InstanceType) -> bool:
             info = described.get(it.name)
             return info is not None and compatibility.compatible(info, interfaces, cpu, strategy)
 
-        return [
+        found = [
             it if fits(it) else dataclasses.replace(
                 it, offerings=tuple(dataclasses.replace(o, available=False) for o in it.offerings))
             for it in types
         ]
+        with self._lock:
+            # The last few (node classes alternate; each zone set has its types), for the current answer only.
+            current = [entry for entry in self._fitted if entry[1] is described]
+            self._fitted = [*current[-ZONED_KEPT + 1 :], (types, described, read, found)]
+        return found
 
     def _describe_types(self) -> dict[str, dict[str, Any]]:
         """DescribeInstanceTypes of the region, by name: every page (EC2 refuses a list naming a type it does not
