@@ -13,7 +13,15 @@ from karpenter_policy.scheduling.plan import ClaimPlan, Plan, PodFailure
 from karpenter_policy.scheduling.pods import Attempt, Pod, PodShape, shape_of
 from karpenter_policy.scheduling.reasons import Refusal
 from karpenter_policy.scheduling.running import ClusterPod, RunningPods
-from karpenter_policy.scheduling.scheduler import COST, KARPENTER, STRATEGIES, Scheduler, SchedulerOptions, solve
+from karpenter_policy.scheduling.scheduler import (
+    COST,
+    KARPENTER,
+    STRATEGIES,
+    Scheduler,
+    SchedulerOptions,
+    TemplateParts,
+    solve,
+)
 from karpenter_policy.scheduling.templates import NodeClaimTemplate
 from karpenter_policy.scheduling.topology import TopologyRules
 
@@ -36,6 +44,7 @@ __all__ = [
     "RunningPods",
     "Scheduler",
     "SchedulerOptions",
+    "TemplateParts",
     "TopologyRules",
     "shape_of",
     "solve",

@@ -39,6 +39,12 @@ class FirstFit:
         self.size = len(capacities)
         self._tree = RoomTree(_free(allocatable, requested) for allocatable, requested in capacities)
 
+    def copy(self) -> FirstFit:
+        """An independent index of the same nodes and rooms (each run of a scheduling starts from the same one)."""
+        index = FirstFit.__new__(FirstFit)
+        index.size, index._tree = self.size, self._tree.copy()
+        return index
+
     def candidates(self, requests: Vector) -> Iterator[int]:
         """The positions of the nodes whose free cpu, memory and pod slots each hold `requests`, in order."""
         return self._tree.holding(requests)

@@ -21,7 +21,6 @@ says so (`min_values_relaxed`: Karpenter's `karpenter.sh/nodeclaim-min-values-re
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -92,13 +91,23 @@ class ExistingNode:
         """A copy with none of this run's placements (each scheduling run starts from the node as it is). The
         requirements its labels make are shared, not made again: they are never changed in place (a placement
         replaces them), and a disruption decision copies every node for each of its simulations."""
-        node = copy.copy(self)
+        node = type(self).__new__(type(self))  # `copy.copy` without its reduce protocol (many copies a decision)
+        node.__dict__.update(self.__dict__)
         node.requirements = self._labelled
         node.requests = self.requested if self.daemon_remaining is None else add(self.requested, self.daemon_remaining)
         node._extended = dict(self.extended_requested)
         node.host_ports = list(self.host_ports)
         node.pods = []
         return node
+
+    def pristine(self) -> bool:
+        """Whether the node is as :meth:`fresh` would make it: no placement (a placement changes its pods, requests,
+        requirements, extended requests and host ports together), its own requirements and requests. A scheduling
+        run reads such a node as it is and copies it only when it offers it a pod (`scheduler._Run.own`)."""
+        if self.pods or self.requirements is not self._labelled or self._extended != self.extended_requested:
+            return False
+        base = self.requested if self.daemon_remaining is None else add(self.requested, self.daemon_remaining)
+        return self.requests == base
 
     def try_add(self, pod: Pod, attempt: Attempt, topology: Topology) -> str | None:
         """Place the pod here (None), or say why not."""

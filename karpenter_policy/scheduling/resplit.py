@@ -50,6 +50,8 @@ def resplit(
     `remaining`: what is left of each template's limits (updated); `bystander`: the pod takes part in no topology
     group; `attempt_of`: the attempt a pod was placed with; `charge`: count a claim against its template's limits
     at the largest type it may launch."""
+    if len(claims) < 2:  # no pair to split again (most disruption simulations plan one claim at most)
+        return
     for _ in range(ROUNDS):
         if not _round(claims, remaining, bystander, attempt_of, charge):
             return

@@ -106,6 +106,15 @@ class RoomTree:
                 break  # the ranges above are unchanged too
             i //= 2
 
+    def copy(self) -> RoomTree:
+        """An independent tree of the same rooms and tags (O(n) list copies, no rebuild)."""
+        tree = RoomTree.__new__(RoomTree)
+        tree.capacity, tree._extra = self.capacity, self._extra
+        tree._cpu, tree._memory, tree._pods = list(self._cpu), list(self._memory), list(self._pods)
+        tree._rest = [list(column) for column in self._rest]
+        tree._tags = list(self._tags) if self._tags is not None else None
+        return tree
+
     def grow(self) -> None:
         """Twice the positions: the new ones hold nothing (the tree built again, O(n))."""
         old = self.capacity

@@ -154,7 +154,9 @@ class WithoutPods:
 
 def as_running(pods: PodsForTopology | Iterable[ClusterPod]) -> PodsForTopology:
     """An index of `pods` (anything that answers topology's questions is returned as it is)."""
-    if isinstance(pods, PodsForTopology):
+    # this module's own indexes asked first (isinstance stops at the first match): a protocol's isinstance is slow,
+    # and a disruption decision asks it for every run of every simulation
+    if isinstance(pods, (RunningPods, WithoutNodes, WithoutPods, PodsForTopology)):
         return pods
     return RunningPods(pods)
 

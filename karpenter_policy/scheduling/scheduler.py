@@ -43,7 +43,7 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.minvalues import unmet_text
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
-from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, untolerated
+from karpenter_policy.model.taints import PREFER_NO_SCHEDULE, Taint, untolerated
 from karpenter_policy.scheduling.firstfit import FirstFit
 from karpenter_policy.scheduling.floor import CostFloor
 from karpenter_policy.scheduling.instances import InstanceTable, indices
@@ -160,6 +160,39 @@ class MergedDomains(Mapping[str, Collection[str]]):
         return len(self.base)
 
 
+@dataclass(frozen=True, slots=True)
+class TemplateParts:
+    """What a scheduling reads of its templates alone, in their order: their topology domains, the index of which may
+    take a pod, the run's topology group keys and (v1.14.1's rules) the taints of the templates offering each
+    domain. All fixed when the templates are built (their memos aside, which answer the same whoever asks), so the
+    schedulings of the same templates may share them (`Scheduler`'s `parts`: a disruption decision's
+    simulations)."""
+
+    templates: tuple[NodeClaimTemplate, ...]
+    rules: TopologyRules
+    domains: dict[str, set[str]]
+    index: TemplateIndex
+    group_keys: GroupKeys
+    domain_taints: dict[str, dict[str, frozenset[tuple[Taint, ...]]]] | None
+
+    @classmethod
+    def of(cls, templates: Iterable[NodeClaimTemplate], rules: TopologyRules) -> TemplateParts:
+        ordered = tuple(sorted(templates, key=lambda t: (-t.weight, t.name)))
+        return cls(
+            ordered, rules, topology_domains(ordered, []),
+            TemplateIndex(ordered, frozenset().union(*(t.well_known for t in ordered))), GroupKeys(rules),
+            template_domain_taints((t.domains, t.taints) for t in ordered) if rules is TopologyRules.V1_14 else None,
+        )
+
+    def serves(self, templates: Sequence[NodeClaimTemplate], rules: TopologyRules) -> bool:
+        """Whether these are the parts of `templates` (the same objects, in the same order) under `rules`."""
+        return (
+            rules is self.rules
+            and len(templates) == len(self.templates)
+            and all(a is b for a, b in zip(templates, self.templates, strict=True))
+        )
+
+
 class Scheduler:
     """One scheduling run over templates, existing nodes and DaemonSets (see the module docstring)."""
 
@@ -175,18 +208,26 @@ class Scheduler:
         used: Mapping[str, Vector] | None = None,
         node_domains: Callable[[str], Collection[str]] | None = None,
         node_counts: Mapping[str, int] | None = None,
+        parts: TemplateParts | None = None,
     ) -> None:
         """`existing` are the nodes pods may join. By default they are every node of the cluster, whose
         capacities count against their templates' limits and whose labels are topology domains; a caller that
         offers only the nodes with room gives what every node of each template holds (`used`, by template name),
         how many nodes each runs (`node_counts`: a NodePool's `limits.nodes` counts them) and every node's label
-        values by key (`node_domains`)."""
+        values by key (`node_domains`). `parts`: :class:`TemplateParts` made before for the same templates and
+        topology rules (made here when not, or when they are another's)."""
         self.options = options or SchedulerOptions()
         if self.options.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.options.strategy!r}: one of {', '.join(STRATEGIES)}")
         self.templates = sorted(templates, key=lambda t: (-t.weight, t.name))
+        if parts is None or not parts.serves(self.templates, self.options.topology):
+            parts = TemplateParts.of(self.templates, self.options.topology)
         self.daemons = list(daemons)
-        self.existing = sorted(existing, key=lambda n: (not n.initialized, n.name))
+        # as `fresh` would make them (each run copies a node only when it offers it a pod: `_Run.own`)
+        self.existing = [
+            n if n.pristine() else n.fresh() for n in sorted(existing, key=lambda n: (not n.initialized, n.name))
+        ]
+        self._run_start: _RunStart | None = None
         self.cluster_pods = cluster_pods
         self.namespace_labels = namespace_labels or {}
         #: the kinds of template present (no template reads as Provisioners): a pod every kind refuses is left
@@ -206,18 +247,14 @@ class Scheduler:
         #: whether some template's types have reserved offerings (capacity reservations: each run counts them)
         self.reserved = any(wk.CAPACITY_RESERVED in t.table.capacity_types for t in self.templates)
         #: the topology domains of the templates alone (a run adds the existing nodes' labels)
-        self.template_domains = topology_domains(self.templates, [])
+        self.template_domains = parts.domains
         #: which templates may take a pod at all, by the custom labels they define
-        self.index = TemplateIndex(self.templates, frozenset().union(*(t.well_known for t in self.templates)))
+        self.index = parts.index
         self.node_domains = node_domains
         # every run's topology groups are keyed alike: their keys made once
-        self.group_keys = GroupKeys(self.options.topology)
+        self.group_keys = parts.group_keys
         #: v1.14.1's spread domains by the taints of the templates offering them (None: a v0.31 run)
-        self.domain_taints = (
-            template_domain_taints((t.domains, t.taints) for t in self.templates)
-            if self.options.topology is TopologyRules.V1_14
-            else None
-        )
+        self.domain_taints = parts.domain_taints
         #: each template's `template_refusal` of a pod, by (template position, id of the pod's attempt, ruled out by
         #: the index), with the attempt (kept alive: its id stays its own): a pod that fits nowhere is refused by
         #: every template again at each retry, and its replicas share their shape's attempts
@@ -240,6 +277,20 @@ class Scheduler:
                     limits[r] -= capacity[r]
 
     # --- set-up ------------------------------------------------------------------------------------------------
+
+    def run_start(self) -> _RunStart:
+        """What every run of this scheduling starts from, worked out for the first (see :class:`_RunStart`)."""
+        if self._run_start is None:
+            existing = self.existing
+            domains: Mapping[str, Collection[str]] = _with_node_labels(self.template_domains, existing)
+            if self.node_domains is not None:
+                domains = MergedDomains(domains, self.node_domains)
+            sources = None
+            if self.domain_taints is not None:
+                sources = DomainSources(self.domain_taints, [(node.labels, node.taints) for node in existing])
+            first_fit = FirstFit([(node.allocatable, node.requests) for node in existing])
+            self._run_start = _RunStart(first_fit, domains, sources)
+        return self._run_start
 
     def _daemon_overhead(self, template: NodeClaimTemplate) -> None:
         """The requests of the DaemonSet pods a node of the template would run (Karpenter's
@@ -529,6 +580,17 @@ _Kind = tuple[Requirements, tuple[object, ...]]
 _TEMPLATE_WIDE = frozenset({"unavailable", "refused", "taint", "requirements"})
 
 
+@dataclass(frozen=True, slots=True)
+class _RunStart:
+    """What each run of one scheduling starts from — the same for all of them, so made once (`Scheduler.run_start`):
+    the first-fit index of the existing nodes as they are (each run walks and updates a copy), the topology domains
+    (the templates' and the nodes' labels; read only) and, for v1.14.1's spread groups, where they take them from."""
+
+    first_fit: FirstFit
+    domains: Mapping[str, Collection[str]]
+    sources: DomainSources | None
+
+
 class _Run:
     """The state of one `Scheduler.solve`."""
 
@@ -536,8 +598,11 @@ class _Run:
         self.s = scheduler
         self.pods = pods
         self.strategy = strategy or scheduler.options.strategy
-        self.existing = [node.fresh() for node in scheduler.existing]
-        self.first_fit = FirstFit([(node.allocatable, node.requests) for node in self.existing])
+        start = scheduler.run_start()
+        #: the scheduler's nodes (pristine, shared by its runs) until the run offers one a pod: then its own copy
+        self.existing = list(scheduler.existing)
+        self._owned = bytearray(len(self.existing))
+        self.first_fit = start.first_fit.copy()
         self.claims: list[NodeClaim] = []
         self._grown: int | None = None  # Karpenter's rule: the claim that took the last pod (`_fewest_pods_first`)
         self._ordered = 0  # Karpenter's rule: how many claims `_fewest_pods_first` has put in order
@@ -549,14 +614,8 @@ class _Run:
         self._created: dict[int, int] = {}  # id(claim) → its creation number (the order open claims are tried in)
         self.remaining = {name: dict(limits) for name, limits in scheduler.remaining.items()}
         self.nodes = dict(scheduler.nodes)  # nodes of each template, running and planned
-        domains: Mapping[str, Collection[str]] = _with_node_labels(scheduler.template_domains, self.existing)
-        if scheduler.node_domains is not None:
-            domains = MergedDomains(domains, scheduler.node_domains)
-        sources = None
-        if scheduler.domain_taints is not None:
-            sources = DomainSources(scheduler.domain_taints, [(node.labels, node.taints) for node in self.existing])
         self.topology = Topology(
-            domains, scheduler.cluster_pods, scheduler.namespace_labels, scheduler.group_keys, sources
+            start.domains, scheduler.cluster_pods, scheduler.namespace_labels, scheduler.group_keys, start.sources
         )
         self.attempt_of: dict[str, int] = {}
         self._attempts: dict[str, Attempt] = {}  # pod key → its current attempt (`attempt`, remembered)
@@ -701,7 +760,7 @@ class _Run:
         for position in self.first_fit.candidates(pod.requests):  # the first existing node that takes it
             if ignored and position in ignored:
                 continue  # a node of a kind whose Karpenter ignores the pod
-            node = self.existing[position]
+            node = self.existing[position] if self._owned[position] else self.own(position)
             if any(node.try_add(pod, a, self.topology) is None for a in self.s.variants(pod, attempt, node.v1)):
                 self.first_fit.update(position, node.allocatable, node.requests)
                 return None
@@ -725,6 +784,13 @@ class _Run:
         if errors is not None and self.strategy == COST and self._beyond_caps(pod, attempt, errors):
             return None
         return errors
+
+    def own(self, position: int) -> ExistingNode:
+        """The run's own copy of the existing node at `position`, made the first time the run offers it a pod (a
+        refusal changes nothing, but a placement does): the scheduler's stays as it is for its other runs."""
+        node = self.existing[position] = self.s.existing[position].fresh()
+        self._owned[position] = 1
+        return node
 
     def _fewest_pods_first(self) -> None:
         """Karpenter's rule: order the claims by their pods, fewest first, ties in the order they were in (a stable
@@ -1060,4 +1126,6 @@ def solve(
     return Scheduler(templates, existing, daemons, options=SchedulerOptions(strategy)).solve(pods)
 
 
-__all__ = ["COST", "KARPENTER", "MAX_INSTANCE_TYPES", "STRATEGIES", "Scheduler", "SchedulerOptions", "solve"]
+__all__ = [
+    "COST", "KARPENTER", "MAX_INSTANCE_TYPES", "STRATEGIES", "Scheduler", "SchedulerOptions", "TemplateParts", "solve",
+]

@@ -1,9 +1,10 @@
 """`plan`'s consolidation answers the same with the decisions' shortcuts as without them: the existing nodes with
 room for a simulation's smallest pod read from a per-decision index (`DisruptionView.with_room`) instead of a scan
-of every node per simulation, and each PodDisruptionBudget counted over the pods its selector's groups hold
-(`kube.disruption.disruption_budgets`) without matching each pod again. On generated NodePool fleets (two pools,
-budgets, PodDisruptionBudgets over the workloads), the plan's whole JSON is byte-identical with the shortcuts
-replaced by the plain scans they stand for."""
+of every node per simulation, each PodDisruptionBudget counted over the pods its selector's groups hold
+(`kube.disruption.disruption_budgets`) without matching each pod again, and each simulation's runs starting from one
+set-up, the simulations sharing what they read of their templates (`scheduling.TemplateParts`). On generated
+NodePool fleets (two pools, budgets, PodDisruptionBudgets over the workloads), the plan's whole JSON is
+byte-identical with the shortcuts replaced by the plain scans and set-ups they stand for."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from karpenter_policy.simulate.consolidation import consolidate_now
 from tests.plan.snapshots import pdb, pod, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
 from tests.profiles import deterministic
+from tests.scheduling.test_shared_setup import nothing_shared
 
 START = "2026-11-30T09:00:00Z"
 INITIALIZED = {"karpenter.sh/initialized": "true"}
@@ -78,6 +80,6 @@ def test_the_plan_is_byte_identical_without_the_shortcuts(
     with tempfile.TemporaryDirectory() as directory:
         fast = _plan(Path(directory) / "fast", fleet, allowed)
         with mock.patch.object(DisruptionView, "with_room", _scan), \
-                mock.patch.object(disruption, "disruption_budgets", _each_budget):
+                mock.patch.object(disruption, "disruption_budgets", _each_budget), nothing_shared():
             plain = _plan(Path(directory) / "plain", fleet, allowed)
     assert fast.replace("/fast/", "/") == plain.replace("/plain/", "/")

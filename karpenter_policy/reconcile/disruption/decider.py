@@ -92,7 +92,7 @@ from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
 from karpenter_policy.reconcile.state.rescheduled import movable, replaceable, rescheduled
 from karpenter_policy.reconcile.staticclaim import static_claim
 from karpenter_policy.reconcile.templates import Templates
-from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions
+from karpenter_policy.scheduling import ClaimPlan, Plan, Pod, RunningPods, Scheduler, SchedulerOptions, TemplateParts
 from karpenter_policy.scheduling.running import WithoutNodes
 from karpenter_policy.scheduling.vectors import Vector, subtract
 
@@ -369,6 +369,9 @@ class Decider:
         self._type_found: dict[str, dt.datetime] = {}
         #: The NodePools single-node consolidation did not reach when its budget last ran out: first next time.
         self._unseen_pools: frozenset[str] = frozenset()
+        #: what the simulations read of their templates alone, for the last templates simulated with (a decision's
+        #: simulations share them: `scheduling.TemplateParts`)
+        self._parts: TemplateParts | None = None
 
     # --- candidates ----------------------------------------------------------------------------------------
 
@@ -586,15 +589,20 @@ class Decider:
             if node is not None and node.provisioner in used and not node.deleting:
                 used[node.provisioner] = subtract(used[node.provisioner], node.capacity)
         started = time.perf_counter()
+        templates, rules = inputs.templates.templates, inputs.templates.topology
+        parts = self._parts
+        if parts is None or not parts.serves(sorted(templates, key=lambda t: (-t.weight, t.name)), rules):
+            parts = self._parts = TemplateParts.of(templates, rules)
         scheduler = Scheduler(
-            inputs.templates.templates,
+            templates,
             existing,
             view.daemons,
             WithoutNodes(view.running or RunningPods(), names | deleting),
             view.namespace_labels,
-            dataclasses.replace(self.scheduler_options, topology=inputs.templates.topology),
+            dataclasses.replace(self.scheduler_options, topology=rules),
             used=used,
             node_domains=view.domains,
+            parts=parts,
         )
         plan = scheduler.solve(pods)
         self.on_simulation(time.perf_counter() - started)
