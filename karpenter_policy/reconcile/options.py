@@ -78,7 +78,7 @@ class ControllerOptions:
     #: replicas kept by the static provisioning and deprovisioning controllers (`reconcile.static`).
     static_capacity: bool = False
     #: Karpenter v1.14.1's ReservedCapacity feature gate (on by default; `--feature-gates ReservedCapacity=false`):
-    #: an EC2NodeClass's capacity reservations offered to the scheduler (`reconcile.reservedtypes`).
+    #: an EC2NodeClass's capacity reservations offered to the scheduler (`cloud.reservedtypes`).
     reserved_capacity: bool = True
 
     def __post_init__(self) -> None:

@@ -20,7 +20,7 @@ its `minValues` under the controller's policy (`--min-values-policy`, Karpenter'
 holding a NodePool plans with Karpenter v1.14.1's topology rules (`Templates.topology`), as `check` does.
 
 The types of an EC2NodeClass that selects capacity reservations carry their reserved offerings
-(`reconcile.reservedtypes`, from `ReservingCloud.reserved_offerings`; none with the ReservedCapacity gate off); while
+(`cloud.reservedtypes`, from `ReservingCloud.reserved_offerings`; none with the ReservedCapacity gate off); while
 those reservations are unknown (the cloud could not tell) its sets are left out, so nothing launches as if they were
 not there.
 
@@ -39,9 +39,9 @@ from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
 from karpenter_policy.api.v1.launchsettings import LaunchSettingsError
 from karpenter_policy.cloud.capacityreservations import TERMS as RESERVATION_TERMS
 from karpenter_policy.cloud.provider import CloudProvider, PlacingCloud, ReservingCloud
+from karpenter_policy.cloud.reservedtypes import with_reserved_offerings
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.minvalues import STRICT
-from karpenter_policy.reconcile.reservedtypes import with_reserved_offerings
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, TopologyRules
 
 

@@ -496,3 +496,32 @@ def test_a_block_absent_from_the_status_expires_by_the_saved_answer(tmp_path: Pa
     assert block["reasons"][0].startswith("expires 2026-11-30T11:20:00Z: capacity block cr-block ends "
                                           "2026-11-30T12:00:00Z")
     assert not run("default")["expires"] and not run("capacity-block", "expired")["expires"]
+
+
+def test_a_block_whose_end_is_unknown_is_a_note_naming_the_answer(tmp_path: Path) -> None:
+    """A node labelled in a capacity block that no class status lists and no saved answer holds: when v1.14.1's
+    expiration controller deletes it is not known — a note names `--capacity-reservations` (before: silent). With
+    the answer listing the block, the node expires and no note is printed."""
+    same = v1_policies(tmp_path / "p", reserving_pool(), node_classes=(terms("cr-block"),))
+    node, claimed = reserved("n1", "cr-block")
+    for labelled in (node["metadata"]["labels"], claimed["metadata"]["labels"]):
+        labelled["karpenter.k8s.aws/capacity-reservation-type"] = "capacity-block"
+    snapshot = write(tmp_path / "s.json", node, claimed, pod("web-1", "n1", "web"))
+
+    def notes(*answers: str) -> list[str]:
+        result = plan_command(PlanOptions(snapshot=(snapshot,), start="2026-11-30T09:00:00Z", output="json",
+                                          base=same, head=same, capacity_reservations=answers), load_catalog())
+        assert result.exit_code == 0, result.stderr
+        found: list[str] = json.loads(result.stdout)["notes"]
+        return [n for n in found if "capacity block" in n]
+
+    assert notes() == ["1 node in capacity blocks no EC2NodeClass status lists: when Karpenter deletes it (40 minutes "
+                       "before the block ends) is not planned; give `aws ec2 describe-capacity-reservations --output "
+                       "json` as --capacity-reservations"]
+    elsewhere = dump(tmp_path, "other.json", answer(("cr-other", {}), kind="capacity-block",
+                                                     end="2026-11-30T12:00:00+00:00"))
+    assert notes(elsewhere) == ["1 node in capacity blocks no EC2NodeClass status lists: when Karpenter deletes it "
+                                "(40 minutes before the block ends) is not planned; the saved --capacity-reservations "
+                                "answer does not list their blocks"]
+    listed = dump(tmp_path, "cr.json", answer(("cr-block", {}), kind="capacity-block", end="2026-11-30T12:00:00+00:00"))
+    assert notes(listed) == []

@@ -1,4 +1,4 @@
-"""A NodePool's instance types with its EC2NodeClass's reserved offerings (`reconcile.reservedtypes`), as Karpenter
+"""A NodePool's instance types with its EC2NodeClass's reserved offerings (`cloud.reservedtypes`), as Karpenter
 v1.14.1's aws pkg/providers/instancetype/offering/provider.go `InjectOfferings` adds them: each type one offering per
 reservation of it, capacity type `reserved`, naming the reservation; with none, the very same types."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 from karpenter_policy.cloud.capacityreservations import ReservedOffering
+from karpenter_policy.cloud.reservedtypes import with_reserved_offerings
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType, Offering
 from karpenter_policy.model.requirements import Operator, Requirement, Requirements
 from karpenter_policy.reconcile.provisioning.launcher import launch_options
-from karpenter_policy.reconcile.reservedtypes import with_reserved_offerings
 from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate
 from karpenter_policy.scheduling.synthetic import SHAPE
 from karpenter_policy.scheduling.vectors import ZERO

@@ -24,7 +24,7 @@ Z1 = "test-zone-1"
 
 
 def reserved(zone: str, reservation: str, room: int, price: float = 0.0001) -> Offering:
-    """A reserved offering (as `reconcile.reservedtypes.as_offering` makes them from the cloud's)."""
+    """A reserved offering (as `cloud.reservedtypes.as_offering` makes them from the cloud's)."""
     return Offering(
         zone, wk.CAPACITY_RESERVED, price, True, reservation_id=reservation, reservation_type="default",
         reservation_capacity=room,

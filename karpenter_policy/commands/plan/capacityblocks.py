@@ -12,7 +12,9 @@ status lists is read from the saved `aws ec2 describe-capacity-reservations --ou
 when it holds it as that query answers — `State` `active`, `ReservationType` `capacity-block`, an `EndDate`, and
 readable as v1.14.1 reads a reservation (`capacityreservations.reservation`). A block that has ended already at
 `--start` expires its nodes at once (EC2 has taken them back). Default reservations (interruptible or not) are never
-expired early; a reservation neither a class status nor the answer lists is not known to end.
+expired early; a reservation neither a class status nor the answer lists is not known to end: a node labelled
+`karpenter.k8s.aws/capacity-reservation-type: capacity-block` in such a block is counted in a note naming
+`--capacity-reservations` (:meth:`CapacityBlocks.notes`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,10 @@ class CapacityBlocks:
     def __init__(self, cluster_classes: Sequence[Obj], *, redact: bool = False,
                  described: Sequence[Mapping[str, Any]] = (), now: dt.datetime | None = None) -> None:
         self.redact = redact
+        self.described = bool(described)
         self.ends: dict[str, dt.datetime] = {}
+        #: nodes in a capacity block whose end neither a class status nor the answer tells
+        self.unknown: set[str] = set()
         for node_class in cluster_classes:
             status = node_class.get("status")
             listed = status.get("capacityReservations") if isinstance(status, Mapping) else None
@@ -64,12 +69,27 @@ class CapacityBlocks:
             if isinstance(read, CapacityReservation) and read.end_time is not None and read.id not in listed:
                 self.ends[read.id] = read.end_time
 
+    def notes(self) -> list[str]:
+        """The nodes in capacity blocks whose end is not known (when they expire is not planned)."""
+        if not self.unknown:
+            return []
+        count = len(self.unknown)
+        where = ("the saved --capacity-reservations answer does not list their blocks" if self.described
+                 else "give `aws ec2 describe-capacity-reservations --output json` as --capacity-reservations")
+        return [f"{count} node{'s' if count != 1 else ''} in capacity blocks no EC2NodeClass status lists: when "
+                f"Karpenter deletes {'them' if count != 1 else 'it'} (40 minutes before the block ends) is not "
+                f"planned; {where}"]
+
     def expiry(self, node: FleetNode) -> tuple[str, dt.datetime] | None:
         """(reservation id — hashed `cr-…` with `--redact` —, when the expiration controller deletes the node) for a
         node in a capacity block."""
         labels = node.claim.labels if node.claim is not None else node.labels
         reservation = labels.get(wk.CAPACITY_RESERVATION_ID)
-        if labels.get(wk.CAPACITY_TYPE) != wk.CAPACITY_RESERVED or not reservation or reservation not in self.ends:
+        if labels.get(wk.CAPACITY_TYPE) != wk.CAPACITY_RESERVED or not reservation:
+            return None
+        if reservation not in self.ends:
+            if labels.get(wk.CAPACITY_RESERVATION_TYPE) == TYPE_CAPACITY_BLOCK:
+                self.unknown.add(node.name)
             return None
         shown = hashed("cr", reservation) if self.redact else reservation
         end = self.ends[reservation]

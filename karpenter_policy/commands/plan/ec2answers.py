@@ -214,6 +214,12 @@ def _capacity_reservations(file: str, into: dict[str, Mapping[str, Any]]) -> Non
                 read[key] = value
         if (interruptible := _optional(file, path, item, "Interruptible", bool, "true or false")) is not None:
             read["Interruptible"] = interruptible
+        count = item.get("AvailableInstanceCount")
+        if count is not None:
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise Ec2FileError(f"{file}: {path}.AvailableInstanceCount: not a count (an integer, 0 or more): "
+                                   f"{show_value(count)}")
+            read["AvailableInstanceCount"] = count
         tags = _tags(file, path, item.get("Tags"))
         read["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
         if (end := _end_date(file, path, item.get("EndDate"))) is not None:

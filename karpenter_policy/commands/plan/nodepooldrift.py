@@ -181,7 +181,7 @@ class NodePoolDriftRules:
         return [f"{count} node{'s' if count != 1 else ''} of nodepool {pool}: {why}: Karpenter does not drift "
                 f"{'them' if count != 1 else 'it'} statically (it re-annotates the NodeClaim with the current hash)"
                 for (pool, why), count in sorted(self.skipped.items())] + self.ami.notes() + (
-                    self.network.notes() if self.network is not None else [])
+                    self.network.notes() if self.network is not None else []) + self.blocks.notes()
 
     def _static_changes(self, name: str, base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
         if name not in self._static:

@@ -314,6 +314,8 @@ class _Planner:
         self.state = PdbState(pdbs)
         self.room = Room(fleet, replacements.templates,
                          2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16 + added, "nodeclaim")
+        if replacements.reserved is not None:  # a node deleted gives its capacity reservation one back
+            self.room.on_remove = replacements.reserved.release
         #: nodes deleted when they expire (seconds from the start), not drift candidates (any more)
         self.expiring: dict[str, float] = {}
         #: each candidate's drain: the room's stamp of its node then, the drain

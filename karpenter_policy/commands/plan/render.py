@@ -101,7 +101,7 @@ def _wave_json(wave: Wave) -> dict[str, object]:
         "nodes": list(wave.nodes),
         "replacements": [
             {"provisioner": r.provisioner, "instance_type": r.instance_type, "zone": r.zone,
-             "capacity_type": r.capacity_type, "price": r.price}
+             "capacity_type": r.capacity_type, "price": r.price, "reservation_id": r.reservation_id or None}
             for r in wave.replacements
         ],
         "evicted_pods": wave.evicted_pods,
@@ -179,7 +179,8 @@ def _gate(result: PlanResult) -> str:
 
 
 def _wave_line(wave: Wave) -> str:
-    launched = Counter(f"{r.instance_type} ({r.capacity_type})" for r in wave.replacements)
+    launched = Counter(f"{r.instance_type} ({r.capacity_type}{' ' + r.reservation_id if r.reservation_id else ''})"
+                       for r in wave.replacements)
     new = ", ".join(f"{n} × {t}" if n > 1 else t for t, n in sorted(launched.items())) or "no new node"
     workloads = ", ".join(f"{w} {n}" for w, n in sorted(wave.evicted.items(), key=lambda e: (-e[1], e[0]))[:3])
     more = "" if len(wave.evicted) <= 3 else f", +{len(wave.evicted) - 3} more"

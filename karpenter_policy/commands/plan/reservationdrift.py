@@ -143,7 +143,13 @@ class ReservationDriftRules:
         wider = any(t.get("tags") or t.get("instanceMatchCriteria") for t in terms)
         return _Selection(named, "", wider, status or frozenset(), True)
 
-    def _reservation(self, node: FleetNode) -> str:
+    def selected_ids(self, name: str) -> frozenset[str] | None:
+        """The reservations HEAD's EC2NodeClass `name` selects, when the cluster's status or the saved answer tells
+        them all (None: it does not, or no such class)."""
+        selection = self._selection(name)
+        return selection.ids if selection is not None and selection.source else None
+
+    def reservation_of(self, node: FleetNode) -> str:
         """The reservation v1.14.1 reads the node's instance to be in ("": none; see the module docstring)."""
         instance = self.instance_ids.get(node.name)
         listed = self.answers.reservation_of
@@ -157,7 +163,7 @@ class ReservationDriftRules:
     def node_class(self, name: str, node: FleetNode) -> tuple[str, str] | None:
         """The (field, reason) pair of a node of EC2NodeClass `name` when it drifts (None: it does not, or the plan
         cannot tell — then a note counts it)."""
-        reservation = self._reservation(node) if self.reserved_capacity else ""
+        reservation = self.reservation_of(node) if self.reserved_capacity else ""
         if not reservation:
             return None  # not in a reservation (on-demand, fallen back to it, or the gate off): never drifts so
         selection = self._selection(name)

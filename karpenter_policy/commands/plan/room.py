@@ -71,6 +71,8 @@ class Room:
         #: whether the scheduler over these templates relaxes a pod into tolerating PreferNoSchedule taints
         self._tolerate = any(t.effect == PREFER_NO_SCHEDULE for template in templates for t in template.taints)
         self._kind = kind
+        #: told of the nodes each `remove` deletes (the reservations they were in get room back: `reservedlaunches`)
+        self.on_remove: Callable[[Collection[str]], None] | None = None
         #: how many times the room changed (nodes gone, pods moved, nodes launched): a plan made at the same count is
         #: the same plan
         self.version = 0
@@ -148,6 +150,8 @@ class Room:
     def remove(self, names: Collection[str]) -> None:
         """The nodes are gone (deleted by a wave): no room any more, their labels no topology domain."""
         self.version += 1
+        if self.on_remove is not None:
+            self.on_remove(names)
         for name in names:
             self._stamp[name] = self.version
             self._moved.pop(name, None)

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from karpenter_policy.commands.plan.drift import NodeDrift
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
 from karpenter_policy.commands.plan.pdbstate import Evictions, PdbBudgets, PdbState
+from karpenter_policy.commands.plan.reservedlaunches import ReservedLaunches
 from karpenter_policy.commands.plan.rolloutbudget import BY, OutOfTime, RolloutClock
 from karpenter_policy.commands.plan.room import Room
 from karpenter_policy.model import labels as wk
@@ -109,13 +110,15 @@ class Timing:
 
 @dataclass(frozen=True, slots=True)
 class Replacement:
-    """A node launched for a wave: its provisioner and launch choice ($/h; None: no price data)."""
+    """A node launched for a wave: its provisioner and launch choice ($/h; None: no price data), and the capacity
+    reservation it launches into (`reservation_id`, as printed; "": none)."""
 
     provisioner: str
     instance_type: str
     zone: str
     capacity_type: str
     price: float | None
+    reservation_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,19 +360,28 @@ class Replacements:
     when no existing node is offered), and, given the fleet's :class:`~karpenter_policy.commands.plan.room.Room`,
     where pods go with existing nodes offered first."""
 
-    def __init__(self, templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod]) -> None:
+    def __init__(self, templates: Sequence[NodeClaimTemplate], daemons: Sequence[Pod],
+                 reserved: ReservedLaunches | None = None) -> None:
+        """`reserved`: the capacity reservations HEAD's NodePools may launch into and their room (`reservedlaunches`;
+        None: none)."""
         self.templates = list(templates)
         self.daemons = list(daemons)
+        self.reserved = reserved
         self._cache: dict[tuple[int, ...], Plan] = {}
+
+    def offered(self) -> list[NodeClaimTemplate]:
+        """HEAD's templates as a scheduling run now gets them: with the reserved offerings that have room left."""
+        return self.templates if self.reserved is None else self.reserved.templates(self.templates)
 
     def solve(self, pods: Sequence[Pod], existing: Sequence[ExistingNode] = (), room: Room | None = None) -> Plan:
         """The scheduler's plan for `pods` over `existing` nodes (from `room`) and HEAD's templates."""
         if room is not None:  # a plan of these very pods: the room follows each one
-            return room.scheduler(self.templates, self.daemons, existing).solve(list(pods))
-        key = tuple(sorted(id(p.shape) for p in pods))
+            return room.scheduler(self.offered(), self.daemons, existing).solve(list(pods))
+        version = self.reserved.version if self.reserved is not None else 0
+        key = (version, *sorted(id(p.shape) for p in pods))
         cached = self._cache.get(key)
         if cached is None:
-            cached = Scheduler(self.templates, daemons=self.daemons).solve(list(pods))
+            cached = Scheduler(self.offered(), daemons=self.daemons).solve(list(pods))
             if not cached.failures:
                 self._cache[key] = cached
         return cached
@@ -388,8 +400,10 @@ class Replacements:
             plan = self.solve(pods)
         else:
             plan = room.plan(pods, without, lambda existing: self.solve(pods, existing, room))
+        reserved = self.reserved
+        chosen = {i: reserved.choose(c) for i, c in enumerate(plan.claims)} if reserved is not None else {}
         new = {i: Replacement(c.template, c.launch.instance_type, c.launch.zone, c.launch.capacity_type,
-                              c.launch.price)
+                              c.launch.price, reserved.shown(chosen[i]) if reserved is not None else "")
                for i, c in enumerate(plan.claims) if c.launch is not None}
         replacements = list(new.values())
         failures: dict[int, str] = {}
@@ -405,11 +419,22 @@ class Replacements:
             return Placed(replacements, failures)
         if readiness_wait is not None and at is not None and plan.claims and ready_at - at > readiness_wait:
             launched = room.launch(plan, ready_at)
+            self._take(chosen, dict(enumerate(launched)))
             return Placed(replacements, failures, [Landing(node, (), new.get(index))
                                                    for index, node in enumerate(launched)], failed=True)
+        carried = room.carry_out(plan, ready_at)
+        self._take(chosen, {index: node for node, _, index in carried if index is not None})
         landings = [Landing(node, tuple(moved), new.get(index) if index is not None else None)
-                    for node, moved, index in room.carry_out(plan, ready_at)]
+                    for node, moved, index in carried]
         return Placed(replacements, failures, landings)
+
+    def _take(self, chosen: Mapping[int, str], nodes: Mapping[int, str]) -> None:
+        """The launched claims (by index → their room names) take their reservations' room."""
+        if self.reserved is None:
+            return
+        for index, reservation_id in sorted(chosen.items()):
+            if reservation_id and index in nodes:
+                self.reserved.take(reservation_id, nodes[index])
 
 
 def _timestamp(start: dt.datetime, seconds: float) -> dt.datetime:

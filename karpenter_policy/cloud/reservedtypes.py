@@ -7,7 +7,7 @@ one offering per capacity reservation of it (`ReservedCapacityResolver`, here `c
 interruptibility and room now — as `model.instancetypes.Offering` carries them. A type no reservation is of is kept
 as it is (the same object), and with no reserved offering at all the types come back unchanged, so a NodePool
 without reservations gets the very table it had (`reconcile.templates`: a table is rebuilt only when its types
-change).
+change). `commands/plan/reservedlaunches` adds them for `plan`'s waves.
 
 Pure (no I/O). Which offerings a claim may count on within a pass is `scheduling.reservations`' job.
 """
