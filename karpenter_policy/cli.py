@@ -572,12 +572,17 @@ def simulate(options: SimulateOptions) -> None:
     from karpenter_policy.checks.findings import Report
     from karpenter_policy.checks.reporters import render
     from karpenter_policy.checks.source.workloads import read_workloads
+    from karpenter_policy.simulate import declaredgroups
     from karpenter_policy.simulate.command import overwritten_input, simulate_command
 
     report, constraints = options.report, options.constraints
     if report is not None and (why := overwritten_input(report, [constraints, *options.workload_paths])) is not None:
         raise click.BadParameter(f"{report}: {why}; write the report elsewhere", param_hint="--report")
     steps = [(ref, count) for value in options.scale for ref, count in _scale_option([value]).items()]
+    try:
+        groups = declaredgroups.parse_all(options.placement_groups)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--placement-group") from None
     found = read_workloads(list(options.workload_paths))
     if any(f.severity == "error" for f in found.findings) or not found.files:
         if not found.files:
@@ -588,7 +593,7 @@ def simulate(options: SimulateOptions) -> None:
     result = simulate_command(
         constraints, found.workloads, steps, report, strategy=options.strategy,
         min_values_policy=options.min_values_policy, volume_objects=found.volume_objects,
-        static_capacity=static_capacity(options.feature_gates),
+        static_capacity=static_capacity(options.feature_gates), placement_groups=groups,
     )
     click.echo(result.stdout, nl=False)
     click.echo(result.stderr, nl=False, err=True)

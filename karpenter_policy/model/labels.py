@@ -47,6 +47,12 @@ TERMINATION_FINALIZER = "karpenter.sh/termination"
 #: The taint Karpenter v1 puts on a node it disrupts (`DisruptedNoScheduleTaint`, NoSchedule; core pkg/apis/v1/taints.go
 #: at v1.14.1) where v0.31 cordons it.
 TAINT_DISRUPTED = "karpenter.sh/disrupted"
+#: The taint a Karpenter v1 node registers with (`UnregisteredNoExecuteTaint`, NoExecute; core pkg/apis/v1/taints.go at
+#: v1.14.1, the kubelet's `registerWithTaints`: aws amifamily/resolver.go:293-295) until its NodeClaim registers — no
+#: pod lands there before (nodeclaim/lifecycle/registration.go:93-103). v0.31.1 has no such taint.
+TAINT_UNREGISTERED = "karpenter.sh/unregistered"
+#: The label Karpenter v1 puts on a node once its NodeClaim registered (`NodeRegisteredLabelKey`, apis/v1/labels.go).
+REGISTERED = "karpenter.sh/registered"
 
 # Taint keys Kubernetes sets on nodes.
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"

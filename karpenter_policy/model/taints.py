@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
+
+from karpenter_policy.model.labels import TAINT_UNREGISTERED
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -66,6 +69,20 @@ class Toleration:
         if self.operator in ("", "Equal"):
             return self.value == taint.value
         return self.operator == "Exists"
+
+
+#: Karpenter v1's `UnregisteredNoExecuteTaint` (core pkg/apis/v1/taints.go at v1.14.1).
+UNREGISTERED: Final = Taint(TAINT_UNREGISTERED, NO_EXECUTE)
+
+
+def with_unregistered(taints: Iterable[Taint]) -> tuple[Taint, ...]:
+    """A Karpenter v1 node's registration taints: its NodeClaim's taints and startup taints, and
+    `karpenter.sh/unregistered:NoExecute` unless one of them is it (aws v1.14.1 amifamily/resolver.go:288-296, the
+    kubelet's `registerWithTaints`; the Node the controller writes at launch gets the same)."""
+    listed = tuple(taints)
+    if any((t.key, t.effect) == (UNREGISTERED.key, UNREGISTERED.effect) for t in listed):
+        return listed
+    return (*listed, UNREGISTERED)
 
 
 def untolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> list[Taint]:

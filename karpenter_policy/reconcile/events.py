@@ -17,6 +17,8 @@ Karpenter's; docs/metrics.md lists them with the ones that do not apply):
   `karpenter.sh/do-not-disrupt` is neither "true" nor a positive Go duration, and is ignored; Normal
   `DoNotDisruptUntil` — a duration holds it until then; Normal `DoNotDisruptGracePeriodElapsed` — its duration has
   run out (each where v1.14.1's `IsDoNotDisruptActive` is given a recorder: `do_not_disrupt`).
+* NodeClaim, Warning `UnregisteredTaintMissing` (v1.14.1's) — its Node registers without the
+  `karpenter.sh/unregistered` taint it should have been written with (`provisioning.claimstatus`).
 
 The interruption handler's (`SpotInterrupted`, …, `TerminatingOnInterruption`) are in `interruption`.
 
@@ -67,6 +69,8 @@ AWAITING_VOLUME_DETACHMENT = "AwaitingVolumeDetachment"
 INVALID_DO_NOT_DISRUPT = "InvalidDoNotDisruptAnnotation"
 DO_NOT_DISRUPT_UNTIL = "DoNotDisruptUntil"
 DO_NOT_DISRUPT_GRACE_PERIOD_ELAPSED = "DoNotDisruptGracePeriodElapsed"
+#: Karpenter v1.14.1's (core pkg/controllers/nodeclaim/lifecycle/events.go `UnregisteredTaintMissingEvent`).
+UNREGISTERED_TAINT_MISSING = "UnregisteredTaintMissing"
 
 #: Karpenter's default dedupe timeout (`events.defaultDedupeTimeout`).
 DEDUPE_SECONDS = 120.0
@@ -175,6 +179,17 @@ def do_not_disrupt(pod: Obj, held: DoNotDisrupt) -> Event | None:
     return None
 
 
+def unregistered_taint_missing(claim: Obj) -> Event:
+    """Karpenter v1.14.1's `UnregisteredTaintMissing` Warning on a NodeClaim whose Node registers without the
+    `karpenter.sh/unregistered` taint and without `karpenter.sh/registered` (registration.go:82-88); deduped per
+    claim uid."""
+    message = (
+        "Missing karpenter.sh/unregistered taint which prevents registration related race conditions on "
+        "Karpenter-managed nodes"
+    )
+    return Event(claim, "Warning", UNREGISTERED_TAINT_MISSING, message, (objects.uid(claim),))
+
+
 def awaiting_volume_detachment(node: Obj, attachments: list[str]) -> Event:
     """Karpenter v1's `AwaitingVolumeDetachment` Event on a drained node whose VolumeAttachments hold its instance
     (`NodeAwaitingVolumeDetachmentEvent`: the first five named)."""
@@ -240,6 +255,7 @@ __all__ = [
     "INVALID_DO_NOT_DISRUPT",
     "NOMINATED",
     "UNCONSOLIDATABLE",
+    "UNREGISTERED_TAINT_MISSING",
     "Event",
     "Recorder",
     "awaiting_volume_detachment",
@@ -252,4 +268,5 @@ __all__ = [
     "invalid_do_not_disrupt",
     "nominated",
     "unconsolidatable",
+    "unregistered_taint_missing",
 ]

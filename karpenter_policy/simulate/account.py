@@ -16,8 +16,10 @@ For every node template (a set's AWSNodeTemplate or inline `provider`):
 * `launchTemplate`: a launch template of that name, on the x86-64 image;
 * `instanceProfile` (and the controller's default one): an IAM instance profile of that name;
 * an EC2NodeClass's `placementGroupSelector` by name: a placement group of that name (CreatePlacementGroup, served by
-  the stand-in `placementgroups` in front of moto) — a `partition` group of :data:`PARTITIONS` partitions, EC2's
-  most per zone (the class does not say the strategy; a partition group shows the most: its nodes' partitions).
+  the stand-in `placementgroups` in front of moto) as `simulate --placement-group` declares it (`declaredgroups`:
+  partition with its partition count, cluster or spread); one not declared a `partition` group of 7 partitions,
+  EC2's most per zone (the class does not say the strategy; a partition group shows the most: its nodes'
+  partitions).
 
 Selectors by id (`aws-ids`, a placement group's `id`), AMI names and owners cannot be reproduced (moto makes its own
 ids): they are reported as notes, and launches from such a template fail as they would against an account without
@@ -34,7 +36,6 @@ from typing import Any
 
 from karpenter_policy.api.constraintset import ConstraintSet, canonical_json
 from karpenter_policy.api.v1.launchsettings import (
-    MAX_PARTITIONS,
     PLACEMENT_GROUP,
     LaunchSettingsError,
     ami_terms,
@@ -45,14 +46,13 @@ from karpenter_policy.cloud.aws.amis import NAME_KEY, OWNERS_KEY
 from karpenter_policy.cloud.aws.api import AwsApi
 from karpenter_policy.cloud.networkselection import GROUP_ID, SUBNET_ID, filter_sets
 from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
+from karpenter_policy.simulate.declaredgroups import DEFAULT, PARTITION, DeclaredGroup
 from karpenter_policy.simulate.server import PUBLIC_PARAMETERS
 
 VPC_CIDR = "10.0.0.0/16"
 SUBNET_PREFIX = 22
 MATCH_ANY_VALUE = "simulated"
 NAME_TAG = "Name"
-#: The partitions of the placement group an EC2NodeClass names (EC2's most per zone).
-PARTITIONS = MAX_PARTITIONS
 
 
 @dataclass(slots=True)
@@ -120,10 +120,14 @@ def node_template_specs(sets: Iterable[ConstraintSet]) -> list[tuple[str, Mappin
 class AccountBuilder:
     """Creates the account's resources (see the module docstring) with `api` (the loopback server's)."""
 
-    def __init__(self, api: AwsApi, default_instance_profile: str | None = None) -> None:
+    def __init__(
+        self, api: AwsApi, default_instance_profile: str | None = None,
+        placement_groups: Mapping[str, DeclaredGroup] | None = None,
+    ) -> None:
         self.api = api
         self.account = Account()
         self.default_instance_profile = default_instance_profile
+        self.placement_groups = dict(placement_groups or {})
         self._blocks = iter(ipaddress.ip_network(VPC_CIDR).subnets(new_prefix=SUBNET_PREFIX))
 
     def build(self, sets: Sequence[ConstraintSet]) -> Account:
@@ -169,9 +173,11 @@ class AccountBuilder:
             return
         if name in self.account.placement_groups:
             return
-        made = self.api.call(
-            "ec2", "create_placement_group", GroupName=name, Strategy="partition", PartitionCount=PARTITIONS
-        )
+        group = self.placement_groups.get(name, DEFAULT)
+        asked: dict[str, Any] = {"GroupName": name, "Strategy": group.strategy}
+        if group.strategy == PARTITION:
+            asked["PartitionCount"] = group.partition_count
+        made = self.api.call("ec2", "create_placement_group", **asked)
         self.account.placement_groups[name] = str((made.get("PlacementGroup") or {}).get("GroupId") or "")
 
     def _instance_profile(self, name: object) -> None:

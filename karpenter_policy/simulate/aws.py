@@ -19,6 +19,7 @@ from karpenter_policy.cloud.aws.api import AwsApi, AwsConnection
 from karpenter_policy.cloud.aws.provider import AwsCloudProvider, ClusterSettings
 from karpenter_policy.simulate.account import Account, AccountBuilder
 from karpenter_policy.simulate.clock import VirtualClock
+from karpenter_policy.simulate.declaredgroups import DeclaredGroup
 from karpenter_policy.simulate.server import MotoServer, require_loopback
 
 KUBERNETES_VERSION = "1.27"
@@ -47,6 +48,7 @@ class MotoCloud:
         spot_prices: Mapping[tuple[str, str], float] | None = None,
         seed: int = 42,
         cluster_name: str = "simulated",
+        placement_groups: Mapping[str, DeclaredGroup] | None = None,
     ) -> None:
         self.region = region
         self.server = MotoServer(spot_prices, seed)
@@ -59,7 +61,7 @@ class MotoCloud:
             self.api = AwsApi(connection)
             for service in ("ec2", "ssm", "eks", "iam"):  # whatever the environment configures, only loopback
                 require_loopback(self.api.endpoint(service))
-            self.account_builder = AccountBuilder(self.api, INSTANCE_PROFILE)
+            self.account_builder = AccountBuilder(self.api, INSTANCE_PROFILE, placement_groups)
             self.account: Account = self.account_builder.build(sets)
             self.api.call(
                 "eks", "create_cluster", name=cluster_name, roleArn=CLUSTER_ROLE, resourcesVpcConfig={},

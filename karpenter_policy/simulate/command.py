@@ -13,6 +13,7 @@ from typing import Any
 from karpenter_policy.api.workloads import Workload, scale_key
 from karpenter_policy.catalog import Catalog, CatalogError, load_catalog
 from karpenter_policy.reconcile.constraints import DirectorySource, Loaded, SourceError
+from karpenter_policy.simulate.declaredgroups import DeclaredGroup
 from karpenter_policy.simulate.driver import (
     Simulation,
     SimulationError,
@@ -80,10 +81,12 @@ def simulate_command(
     min_values_policy: str | None = None,
     volume_objects: Sequence[Mapping[str, Any]] = (),
     static_capacity: bool = False,
+    placement_groups: Mapping[str, DeclaredGroup] | None = None,
 ) -> SimulateOutput:
     """Run the scenario: the workloads as their manifests say (with the claims, PersistentVolumes and
     StorageClasses among its files, `volume_objects`), then each `--scale` in order (one step each);
-    `static_capacity`: Karpenter's StaticCapacity feature gate (`--feature-gates StaticCapacity=true`)."""
+    `static_capacity`: Karpenter's StaticCapacity feature gate (`--feature-gates StaticCapacity=true`);
+    `placement_groups`: the account's placement groups by name (`--placement-group`, `declaredgroups`)."""
     try:
         loaded = _load(constraints)
         region = launch_region(loaded)
@@ -106,6 +109,7 @@ def simulate_command(
         if min_values_policy is not None:
             options.min_values_policy = min_values_policy
         options.static_capacity = static_capacity
+        options.placement_groups = dict(placement_groups or {})
         with Simulation(loaded, workloads, catalog, options, volume_objects) as simulation:
             result = simulation.run(steps)
     except (SimulationError, SimulationUnavailable) as error:

@@ -55,6 +55,7 @@ from karpenter_policy.reconcile.state.pods import ShapeCache
 from karpenter_policy.scheduling import COST
 from karpenter_policy.simulate.aws import MotoCloud
 from karpenter_policy.simulate.clock import VirtualClock
+from karpenter_policy.simulate.declaredgroups import DeclaredGroup
 from karpenter_policy.simulate.measure import Measurement, NodeRow, Sample, measure
 from karpenter_policy.simulate.scene import Scene
 from karpenter_policy.simulate.server import SimulationUnavailable
@@ -127,6 +128,8 @@ class SimulationOptions:
     #: The latest spot price per (instance type, zone); empty: spot priced at on-demand prices.
     spot_prices: Mapping[tuple[str, str], float] = field(default_factory=dict)
     seed: int = 42
+    #: The account's placement groups by name (`--placement-group`); one not declared: a partition group of 7.
+    placement_groups: Mapping[str, DeclaredGroup] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -200,6 +203,7 @@ class Simulation:
         self.moto = MotoCloud(
             loaded.sets, catalog, clock, region=self.region, spot_prices=self.options.spot_prices,
             seed=self.options.seed, cluster_name=self.options.cluster_name,
+            placement_groups=self.options.placement_groups,
         )
         self.account, self.cloud = self.moto.account, self.moto.provider
         self.scene = Scene(

@@ -25,6 +25,14 @@ class SimulateOptions:
         metavar="KIND/NAME=N",
         help="A step that scales a workload to N replicas (repeatable: the steps run in order).",
     )
+    placement_groups: tuple[str, ...] = option(
+        (),
+        "--placement-group",
+        multiple=True,
+        metavar="NAME=STRATEGY[:N]",
+        help="A placement group of the simulated account an EC2NodeClass names: partition:N (1-7), cluster or "
+        "spread (repeatable; one not declared is a partition group of 7).",
+    )
     report: str | None = option(None, "--report", path="file", help="Write a self-contained HTML report here.")
     strategy: str = option(STRATEGY_NAMES[0], "--strategy", choices=STRATEGY_NAMES, show_default=True)
     min_values_policy: str = like(ReconcileOptions, "min_values_policy")

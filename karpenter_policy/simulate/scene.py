@@ -257,7 +257,8 @@ class Scene:
         `finalizer` False: without the controller's termination finalizer (as a Node another tool created, or one
         whose finalizer someone removed); `never_initialized`: Ready but never initialized — it carries a startup
         taint (:data:`NEVER_INITIALIZED_TAINT`, listed as one the controller registered it with) that no daemon
-        ever removes. The Node's name."""
+        ever removes. A NodePool's node whose kubelet joined is registered (without `karpenter.sh/unregistered`,
+        labelled `karpenter.sh/registered`). The Node's name."""
         constraint_set = next((s for s in self.loaded.sets if s.pool == provisioner), None)
         if constraint_set is None:
             raise ValueError(f"no provisioner {provisioner} in {self.source.description}")
@@ -300,6 +301,13 @@ class Scene:
             node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
         elif instance_type not in self.kubelet.never_join:  # its kubelet joined: NotReady
             node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+        if constraint_set.is_nodepool and (ready or instance_type not in self.kubelet.never_join):
+            # its kubelet joined: registered, as v1.14.1's registration leaves a NodePool's node
+            kept = [t for t in node["spec"].get("taints", []) if t.get("key") != wk.TAINT_UNREGISTERED]
+            node["spec"]["taints"] = kept
+            if not kept:
+                del node["spec"]["taints"]
+            meta["labels"][wk.REGISTERED] = "true"
         if ready and initialized:
             meta["labels"][wk.INITIALIZED] = "true"
             startup = {(t.key, t.effect) for t in constraint_set.startup_taints}

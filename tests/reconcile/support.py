@@ -19,6 +19,7 @@ from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
+from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.simulate.kubelet import FakeKubelet
 from karpenter_policy.simulate.scene import Scene
 
@@ -143,15 +144,35 @@ class Harness:
         return result
 
     def batch(self, limit: int = 50) -> ReconcileResult:
-        """Passes, moving the clock to each pass's `due`, until one schedules a batch; then the kubelets run."""
+        """Passes, moving the clock to each pass's `due`, until one schedules a batch; then the kubelets run — and,
+        for a NodePool's launches, the passes that register their nodes and bind their pods (no pod is bound to a
+        node still carrying `karpenter.sh/unregistered`: v1.14.1's registration), as long as the kubelets join."""
         for _ in range(limit):
             result = self.step()
             if result.scheduled:
                 self.kubelet.sync()
+                self._registered(result)
                 return result
             assert result.due is not None, "nothing pending: no batch will close"
             self.clock.now = max(self.clock.now, result.due)
         raise AssertionError("no batch closed")
+
+    def _registered(self, result: ReconcileResult, passes: int = 5) -> None:
+        """A few passes more (the clock unmoved) while a node the batch launched still carries the unregistered taint
+        and its kubelet joined: its claim registers, then its pods are bound."""
+        for _ in range(passes):
+            unbound = {f"{objects.namespace(p)}/{objects.name(p)}" for p in self.pods()
+                       if not (p.get("spec") or {}).get("nodeName")}
+            waiting = [
+                launched for launched in result.launched
+                if (node := self.cluster.get(objects.NODE, launched.node)) is not None
+                and node_info.kubelet_joined(node)
+                and (node_info.awaiting_registration(node) or unbound & set(launched.pods))
+            ]
+            if not waiting:
+                return
+            self.step()
+            self.kubelet.sync()
 
     # --- what users look at ------------------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ def test_the_claim_registers_once_ec2_says_its_partition(tmp_path: Path) -> None
         stand_in.withhold = True
         scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
         controller = scene.controller()
-        scene.run(controller, 300, until=lambda: not scene.unbound())
+        scene.run(controller, 300, until=lambda: bool(scene.nodeclaims()))  # the pod waits for the registration
         ((name, claim),) = scene.nodeclaims().items()
         scene.run(controller, 120, until=lambda: _registered(scene.nodeclaims()[name]).get("status") == "Unknown"
                   and _registered(scene.nodeclaims()[name]).get("reason") == "RegistrationHookPending")
@@ -54,8 +54,11 @@ def test_the_claim_registers_once_ec2_says_its_partition(tmp_path: Path) -> None
         scene.run(controller, 300)  # EC2 still silent: the hook keeps it back, its backoff at most a minute
         assert _registered(scene.nodeclaims()[name]).get("status") == "Unknown"
 
+        assert scene.unbound() == ["default/web"]  # karpenter.sh/unregistered keeps it off the node meanwhile
+
         stand_in.withhold = False
-        scene.run(controller, 120, until=lambda: _registered(scene.nodeclaims()[name]).get("status") == "True")
+        scene.run(controller, 120, until=lambda: _registered(scene.nodeclaims()[name]).get("status") == "True"
+                  and not scene.unbound())
         assert _registered(scene.nodeclaims()[name]).get("status") == "True"
         (node,) = scene.nodes().values()
         assert objects.labels(node)[wk.PLACEMENT_GROUP_PARTITION] == "1"

@@ -17,6 +17,8 @@ BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 WITHOUT_CLASSES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods", "pods/binding", "pods/eviction", "nodes", "namespaces", "events",
                                       "configmaps", "persistentvolumeclaims", "persistentvolumes"], "verbs": ["*"]},
+    # the scene's kubelets act with the same token: they join the nodes (a NodePool's pods wait for that)
+    {"apiGroups": [""], "resources": ["nodes/status", "pods/status"], "verbs": ["*"]},
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["*"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["*"]},
     {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["*"]},

@@ -144,14 +144,16 @@ MULTI_ARCH = Rule(
 PLACEMENT_GROUP_PARTITION = Rule(
     id="placement-group-partition",
     severity=WARNING,
-    summary="A workload requires a placement group partition that check cannot know the group has.",
+    summary="A workload requires or spreads over placement group partitions that check cannot know the group has.",
     description=(
         "check --workloads: a workload's node selector or required node affinity names a partition (1 to 7) of "
-        "karpenter.k8s.aws/placement-group-partition, and a NodePool's EC2NodeClass has a placementGroupSelector. "
-        "check asks no cloud, so it places the pod as if the group were a partition group with that many "
-        "partitions (EC2 allows 7 per zone); in the cluster a group with fewer partitions, or a cluster or spread "
-        "group, has no such partition and the pod stays pending. A partition above 7 is a workload-unschedulable "
-        "error. A warning: check the group's strategy and partition count."
+        "karpenter.k8s.aws/placement-group-partition, or a required topology spread or pod (anti-)affinity has it "
+        "as topology key, and a NodePool's EC2NodeClass has a placementGroupSelector. The class names the group, "
+        "not its strategy, which Karpenter v1.14.1 reads from DescribePlacementGroups: check asks no cloud, so it "
+        "places the pods as if the group were a partition group of 7 partitions (EC2's most per zone); in the "
+        "cluster a group with fewer partitions has fewer (a required partition may not exist), and a cluster or "
+        "spread group none: the pod stays pending. A partition above 7 is a workload-unschedulable error. A "
+        "warning: check the group's strategy and partition count."
     ),
     karpenter="aws-v1 pkg/providers/instancetype/offering/placement_group_resolver.go: ResolveOfferings",
 )

@@ -970,7 +970,7 @@ def check_workloads(
     report.findings.extend(label_hint_findings(found.label_uses, table_for(catalog), v1_labels))
     report.findings.extend(topology_key_findings(found.topology_keys, result.domain_keys))
     if any(offline_placement_offerings(c.node_template) for c in checked):
-        report.findings.extend(partition_findings(found.label_uses))
+        report.findings.extend(partition_findings(found.label_uses, found.topology_keys))
     report.findings.extend(multi_arch_findings(result.placements, InstanceTable.of_catalog(catalog)))
     capacity = capacity_of(result.plan, pricing, estimated, priced.region)
     return WorkloadCheck(result.placements, capacity)

@@ -58,11 +58,23 @@ def label_hint_findings(
     return findings
 
 
-def partition_findings(uses: Iterable[LabelUse]) -> list[Finding]:
-    """A `placement-group-partition` warning for each partition 1 … 7 a workload requires (`In`): offline a class's
-    placement group offers them all (`launchsettings.offline_placement_offerings`), and whether the group has that
-    partition is EC2's to say. Call it only when some checked class has a `placementGroupSelector`."""
+def partition_findings(uses: Iterable[LabelUse], topology: Iterable[TopologyKeyUse] = ()) -> list[Finding]:
+    """A `placement-group-partition` warning for each partition 1 … 7 a workload requires (`In`), and for each
+    required topology spread or pod (anti-)affinity over the partition key: offline a class's placement group offers
+    them all (`launchsettings.offline_placement_offerings`), and whether the group is a partition group, and of how
+    many partitions, is EC2's to say (v1.14.1 reads the strategy from DescribePlacementGroups; a cluster group has
+    no partition). Call it only when some checked class has a `placementGroupSelector`."""
     findings: list[Finding] = []
+    for spread in topology:
+        if wk.normalize_key(spread.key) != wk.PLACEMENT_GROUP_PARTITION or not spread.required:
+            continue
+        message = (
+            f"{spread.kind} on {spread.key}: check takes its EC2NodeClass's placement group to be a partition group "
+            f"of {MAX_PARTITIONS} partitions (EC2's most per zone) and asks no cloud; a partition group of fewer "
+            "partitions has fewer domains, and a cluster or spread group none — there the pods stay pending"
+        )
+        where = (spread.file, spread.line, spread.column, spread.workload)
+        findings.append(Finding(PLACEMENT_GROUP_PARTITION, WARNING, message, *where))
     for use in uses:
         if wk.normalize_key(use.key) != wk.PLACEMENT_GROUP_PARTITION or use.operator != "In":
             continue

@@ -103,6 +103,8 @@ from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import INSTANCE_STORE_POLICY, RAID0, max_pods, with_efa_only_enis
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
 from karpenter_policy.model.nodeclassfit import efas, interfaces_of, launched_efas
+from karpenter_policy.model.pools import is_nodepool
+from karpenter_policy.model.taints import with_unregistered
 
 log = logging.getLogger(__name__)
 
@@ -666,6 +668,8 @@ class AwsCloudProvider:
                 labels[wk.PLACEMENT_GROUP_PARTITION] = str(placed_in["PartitionNumber"])
             labels = dict(sorted(labels.items()))
         taints = (*request.taints, *request.startup_taints)
+        if is_nodepool(request.provisioner):  # Karpenter v1's kubelet registers with it (resolver.go:288-296)
+            taints = with_unregistered(taints)
         by_group: dict[tuple[str, int, int], str] = {}
         arguments: dict[tuple[str, int, int], dict[str, Any]] = {}
         reservations_of: dict[str, list[ReservedOffering]] = {}

@@ -47,7 +47,7 @@ SUFFIX_LENGTH: Final = 5
 #: Requirement keys that only steer the scheduler (a NodePool's view refuses v0.31's owner label; Karpenter's
 #: `schedulingSimulationKeys`; the placeholder hostname): never in a NodeClaim's requirements, which the CRD's CEL
 #: rules would refuse.
-SCHEDULING_ONLY: Final = frozenset({wk.HOSTNAME, wk.PROVISIONER_NAME, wk.INITIALIZED, "karpenter.sh/registered"})
+SCHEDULING_ONLY: Final = frozenset({wk.HOSTNAME, wk.PROVISIONER_NAME, wk.INITIALIZED, wk.REGISTERED})
 #: Karpenter passes at most 60 instance types (`MaxInstanceTypes`).
 MAX_INSTANCE_TYPES: Final = 60
 

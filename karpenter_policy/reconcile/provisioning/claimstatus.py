@@ -14,7 +14,10 @@ Before `Registered`, the cloud provider's registration hooks (`registrationhooks
 partition label, known from DescribeInstances) must be ready: until then the claim's `Registered` is Unknown
 (`RegistrationHookPending`, the hook's name) and it is looked at again after v1.14.1's per-item backoff (1 s,
 doubling, at most a minute: `next_due`) or at its Node's next change — never by a scan. What a ready hook resolved
-is written on the claim's and its Node's labels first.
+is written on the claim's and its Node's labels first. Then, as v1.14.1's registration (registration.go:93-103), the
+Node loses the `karpenter.sh/unregistered:NoExecute` taint it was written with and is labelled
+`karpenter.sh/registered=true` — from then on pods are bound there (`Provisioner.bind`) — and the claim turns
+Registered; a Node of ours with neither is `UnregisteredTaintMissing` (logged, an Event on the claim).
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from collections.abc import Callable
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import ClusterError
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile import events
 from karpenter_policy.reconcile.claims import conditions
 from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.claims.writer import CLAIMS
 from karpenter_policy.reconcile.context import Context
 from karpenter_policy.reconcile.provisioning import registrationhooks as hooks
+from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.reconcile.state.cluster import Change
 from karpenter_policy.reconcile.state.records import NodeRecord
 
@@ -47,6 +52,9 @@ class ClaimLifecycle:
         self._dirty: dict[str, tuple[str, Stage]] = {}  # claim → (node, stage seen)
         self._written: dict[str, Stage] = {}  # claim → stage written
         self._waiting: dict[str, tuple[str, Stage, float, int]] = {}  # claim → (node, stage, due, attempts): hooks
+        #: nodes of ours awaiting registration that name no claim (a cluster without the NodeClaim CRD): node → (due,
+        #: attempts)
+        self._unclaimed: dict[str, tuple[float, int]] = {}
         context.state.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
@@ -55,6 +63,9 @@ class ClaimLifecycle:
         after = change.after
         if not isinstance(after, NodeRecord):
             before = change.before
+            if isinstance(before, NodeRecord):
+                with self._lock:
+                    self._unclaimed.pop(before.name, None)
             if isinstance(before, NodeRecord) and (claim := claim_of_node(before.obj)) is not None:
                 with self._lock:
                     self._written.pop(claim, None)
@@ -64,7 +75,11 @@ class ClaimLifecycle:
         if not after.ours or after.deleting:
             return
         claim = claim_of_node(after.obj)
-        if claim is None:
+        if claim is None:  # no claim to register (no NodeClaim CRD): the Node registers alone once its kubelet joined
+            if after.joined and node_info.awaiting_registration(after.obj):
+                with self._lock:
+                    self._unclaimed.setdefault(after.name, (0.0, 0))
+                self.on_dirty()
             return
         stage = (after.joined, after.labelled_initialized)
         with self._lock:
@@ -76,12 +91,14 @@ class ClaimLifecycle:
     @property
     def pending(self) -> bool:
         """Some claim waits for its conditions to be written."""
-        return bool(self._dirty)
+        with self._lock:
+            return bool(self._dirty) or any(due == 0.0 for due, _ in self._unclaimed.values())
 
     def next_due(self) -> float | None:
-        """When a claim a registration hook held back is looked at again (None: none is)."""
+        """When a claim (or a Node without one) a registration hook held back is looked at again (None: none is)."""
         with self._lock:
-            return min((due for _, _, due, _ in self._waiting.values()), default=None)
+            dues = [due for _, _, due, _ in self._waiting.values()] + [due for due, _ in self._unclaimed.values()]
+            return min(dues, default=None)
 
     def sync(self) -> None:
         """Write the conditions of the claims whose Node changed, and of those whose hook's backoff ran out."""
@@ -97,6 +114,8 @@ class ClaimLifecycle:
             try:
                 if (joined or initialized) and not self._hooks_ready(claim, node, stage, now):
                     continue
+                if joined or initialized:
+                    self._register_node(claim, node)
                 if (joined or initialized) and writer.set_true(claim, conditions.REGISTERED, node_name=node):
                     self._registered(claim)
                 if initialized:
@@ -111,6 +130,33 @@ class ClaimLifecycle:
                 continue
             with self._lock:
                 self._written[claim] = stage
+        self._sync_unclaimed(now)
+
+    def _sync_unclaimed(self, now: float) -> None:
+        """Register the Nodes of ours that name no claim once the hooks are ready: the hook's labels, then the
+        taint removed (`_register_node`); not ready, or a write that failed: looked at again after the backoff."""
+        with self._lock:
+            due_now = sorted(node for node, (due, _) in self._unclaimed.items() if due <= now)
+        for node in due_now:
+            record = self.context.state.node(node)
+            if record is None or record.deleting or not node_info.awaiting_registration(record.obj):
+                with self._lock:
+                    self._unclaimed.pop(node, None)
+                continue
+            answer = hooks.placement_group_partition(record.labels, record.provider_id, self.context.cloud)
+            try:
+                if answer.ready:
+                    if answer.labels:
+                        self.context.cluster.patch(objects.NODE, node, {"metadata": {"labels": dict(answer.labels)}})
+                    self._register_node("", node)
+                    with self._lock:
+                        self._unclaimed.pop(node, None)
+                    continue
+            except ClusterError as error:
+                CLAIMS.warning("could not register node %s, %s", node, error, extra=self.context.fields(node=node))
+            with self._lock:
+                attempts = self._unclaimed.get(node, (0.0, 0))[1] + 1
+                self._unclaimed[node] = (now + hooks.backoff(attempts), attempts)
 
     def _hooks_ready(self, claim: str, node: str, stage: Stage, now: float) -> bool:
         """Whether the registration hooks let the claim register now (`registrationhooks`); when one resolved labels,
@@ -140,6 +186,31 @@ class ClaimLifecycle:
             claim, conditions.REGISTERED, hooks.PENDING, message=hooks.PLACEMENT_GROUP_HOOK
         )
         return False
+
+    def _register_node(self, claim: str, node: str) -> None:
+        """Every hook ready: the Node loses `karpenter.sh/unregistered` and is labelled `karpenter.sh/registered`
+        (registration.go:96-103), by a merge patch on the resourceVersion of the Node read again (a conflict
+        raises: tried again at the next sync). A Node of ours that has neither — its taint gone before
+        registration — is v1.14.1's `UnregisteredTaintMissing`: logged and a Warning Event on the claim
+        (registration.go:82-88). Only a NodePool's node was written with the taint (a Provisioner's has no claim)."""
+        record = self.context.state.node(node)
+        if record is None or node_info.registered_patch(record.obj) is None:
+            return  # gone, or registered already
+        current = self.context.cluster.get(objects.NODE, node)  # the hook may just have labelled it: its version
+        if current is None:
+            return
+        if not node_info.awaiting_registration(current) and objects.labels(current).get(wk.REGISTERED) != "true":
+            CLAIMS.error(
+                "node claim registration error, missing taint prevents registration-related race conditions on "
+                "Karpenter-managed nodes", extra=self.context.fields(nodeclaim=claim, node=node,
+                                                                     taint=wk.TAINT_UNREGISTERED),
+            )
+            stored = self.context.state.claim(claim)
+            if stored is not None:
+                self.context.events.publish(events.unregistered_taint_missing(stored.obj))
+        patch = node_info.registered_patch(current)
+        if patch is not None:
+            self.context.cluster.patch(objects.NODE, node, patch)
 
     def _registered(self, name: str) -> None:
         """The claim just turned Registered: a node created (`karpenter_nodes_created_total{nodepool, zone}`) and a

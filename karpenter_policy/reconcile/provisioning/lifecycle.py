@@ -70,6 +70,12 @@ class NodeLifecycle:
                 entry = self.context.inflight.get(record.name)
                 if entry is not None:
                     entry.seen = True  # once seen, a launch whose Node goes away is dropped, not offered again
+        if (
+            isinstance(after, NodeRecord) and isinstance(change.before, NodeRecord)
+            and node_info.awaiting_registration(change.before.obj) and not node_info.awaiting_registration(after.obj)
+            and self.context.inflight.get(after.name) is not None
+        ):
+            self.on_dirty()  # its claim registered: the pods planned onto it are bound at once (`settle`)
         with self._lock:
             if not isinstance(after, NodeRecord):
                 if isinstance(change.before, NodeRecord):

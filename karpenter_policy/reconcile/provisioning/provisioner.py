@@ -1,17 +1,19 @@
 """Provisioning: pending pods in, EC2 instances, Nodes and bindings out (Karpenter's provisioner).
 
-Woken by the cluster state whenever a pod *becomes* pending (created, or marked Unschedulable by kube-scheduler),
-it batches: the first such pod opens a window, each further one extends it, and it closes after `batch_idle`
-seconds without one (1 s) or `batch_max` after it opened (10 s). Then every pod pending at that moment —
-read from the state when the window closes, not when it opened — goes to the scheduler with the nodes that have
-room, the nodes being launched, the DaemonSets and the node claim templates of the constraint sets in force (their
-admitted types at the cloud's live offerings): the same code as `check --workloads`. Each new node of the plan is
-launched (all at once) — a NodePool's after its NodeClaim is written (v1.14.1's provisioner `Create`; the launch
-fills it, insufficient capacity deletes it, `launch_failed`) —, its Node registered and its pods bound; pods the
-plan puts on existing nodes are bound (no kube-scheduler) or nominated. Only a launch's own batch is bound to a
-node whose kubelet has not joined yet (`nodes.kubelet_joined`): pods a later batch plans onto such a node are
-nominated and *held* — retried every `retry_interval`, and at once when its kubelet joins — so that a node that
-never joins (`liveness` deletes it) takes no more pods than it was launched for. A claim whose every offering
+Woken by the cluster state whenever a pod *becomes* pending (created, or marked Unschedulable by kube-scheduler), it
+batches: the first such pod opens a window, each further one extends it, and it closes after `batch_idle` seconds
+without one (1 s) or `batch_max` after it opened (10 s). Then every pod pending at that moment — read from the state
+when the window closes, not when it opened — goes to the scheduler with the nodes that have room, the nodes being
+launched, the DaemonSets and the node claim templates of the constraint sets in force (their admitted types at the
+cloud's live offerings): the same code as `check --workloads`. Each new node of the plan is launched (all at once) —
+a NodePool's after its NodeClaim is written (v1.14.1's provisioner `Create`; the launch fills it, insufficient
+capacity deletes it, `launch_failed`) —, its Node registered and its pods bound; pods the plan puts on existing
+nodes are bound (no kube-scheduler) or nominated. Only a launch's own batch is bound to a node whose kubelet has not
+joined yet (`nodes.kubelet_joined`): pods a later batch plans onto such a node are nominated and *held* — retried
+every `retry_interval`, and at once when its kubelet joins — so that a node that never joins (`liveness` deletes it)
+takes no more pods than it was launched for. A NodePool's node is written with Karpenter v1's
+`karpenter.sh/unregistered:NoExecute` taint, and no pod is bound there until its NodeClaim registers (`claimstatus`
+removes the taint: v1.14.1's registration.go:93-103): its launch's pods wait in flight. A claim whose every offering
 lacked capacity has its pods scheduled again in the same pass without the offerings the cloud just refused. Pods no
 provisioner can take get a Warning Event `FailedScheduling` with the scheduler's reason, once per reason — a pod
 Karpenter v1.14.1 ignores for its claims (`inputs.volumed`) on NodePools alone in v1.14.1's words ("Failed to
@@ -749,6 +751,13 @@ class Provisioner:
             if record is not None:
                 self.context.events.publish(events.nominated(record.obj, node))
 
+    def _awaiting_registration(self, node: str, entry: InFlightNode | None) -> bool:
+        """Whether the node carries the unregistered taint, as the state shows it (else as the launch wrote it)."""
+        record = self.context.state.node(node)
+        if record is not None:
+            return node_info.awaiting_registration(record.obj)
+        return entry is not None and node_info.awaiting_registration(entry.node)
+
     def register(self, entry: InFlightNode, result: ReconcileResult) -> None:
         error = registration.register(self.context.cluster, entry, self.context.claims)
         if error is not None:  # retried on the next pass
@@ -757,7 +766,14 @@ class Provisioner:
             self.context.metrics.registered(entry.template, created=not entry.adopted)
 
     def bind(self, node: str, pods: Sequence[Pod], entry: InFlightNode | None, result: ReconcileResult) -> None:
+        """Bind the pods to the node — unless it still carries `karpenter.sh/unregistered` (a NodePool's node whose
+        claim has not registered: v1.14.1 keeps every pod off it until then, registration.go:93-103): a launch's pods
+        are bound once it registers (`lifecycle.settle`), another node's are held and planned again."""
         context = self.context
+        if self._awaiting_registration(node, entry):
+            if entry is None:  # not a launch in flight, whose pods `settle` binds: planned again after a while
+                result.held[node] = tuple(sorted({*result.held.get(node, ()), *(p.key for p in pods)}))
+            return
         bindings = [Binding(p.namespace, p.name, p.uid, node) for p in pods]
         bound = []
         for outcome in self.binder.bind(bindings):

@@ -5,20 +5,21 @@ Every Node counts for scheduling, whoever made it — managed node groups and st
 and what its bound pods request. A node is *ours* when it carries the constraint-set-hash annotation the
 controller stamps at registration; only ours are ever written to (the `karpenter.sh/initialized` label).
 
-Karpenter's rules for nodes still starting: a node of ours is *initialized* once it is Ready and none of its
-startup taints is left (the `karpenter.sh/initialized` label records it); until then its startup taints and the
-kubelet's ephemeral taints (not-ready, unreachable, uninitialized) are ignored for scheduling — they are
+Karpenter's rules for nodes still starting: a node of ours is *initialized* once it is Ready and none of its startup
+taints is left (the `karpenter.sh/initialized` label records it); until then its startup taints and the kubelet's
+ephemeral taints (not-ready, unreachable, uninitialized; v1's unregistered) are ignored for scheduling — they are
 about to go — so pods can be planned onto a node that is being launched. Other nodes are initialized when Ready.
 
-:func:`node_object` is the Node the controller creates when an instance is launched (before the kubelet joins,
-which adopts it): named as the kubelet will register (the private DNS name), with the pool's labels (its owner label
+:func:`node_object` is the Node the controller creates when an instance is launched (before the kubelet joins, which
+adopts it): named as the kubelet will register (the private DNS name), with the pool's labels (its owner label
 `karpenter.sh/provisioner-name`, or a NodePool's `karpenter.sh/nodepool` and `karpenter.k8s.aws/ec2nodeclass`) and
-the instance's (type, zone, capacity type — a reserved one's capacity reservation with it, :func:`reservation_labels` —,
-arch, OS and the `karpenter.k8s.aws/instance-*` labels, its placement group and partition — `""` while EC2 has not
-said which —), taints and
-startup taints, the `karpenter.sh/termination` finalizer, the constraint-set hash and node hash (drift), the
-provider ID, and capacity and allocatable as the scheduler computed them (the kubelet reports the real figures when it
-joins).
+the instance's (type, zone, capacity type — a reserved one's capacity reservation with it,
+:func:`reservation_labels` —, arch, OS and the `karpenter.k8s.aws/instance-*` labels, its placement group and
+partition — `""` while EC2 has not said which —), taints and startup taints (a NodePool's node also
+`karpenter.sh/unregistered:NoExecute` until its claim registers: :func:`awaiting_registration`,
+:func:`registered_patch`), the `karpenter.sh/termination` finalizer, the constraint-set hash and node hash (drift),
+the provider ID, and capacity and allocatable as the scheduler computed them (the kubelet reports the real figures
+when it joins).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from karpenter_policy.model.allocatable import node_labels
 from karpenter_policy.model.pools import pool_of_labels
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.model.resources import format_quantity, parse_quantity
-from karpenter_policy.model.taints import Taint
+from karpenter_policy.model.taints import UNREGISTERED, Taint, with_unregistered
 from karpenter_policy.scheduling import NodeClaimTemplate
 from karpenter_policy.scheduling.templates import node_configuration
 from karpenter_policy.scheduling.vectors import RESOURCES, Vector, to_decimal, to_vector
@@ -50,11 +51,13 @@ ANNOTATION_INSTANCE = "karpenter-policy/instance-id"
 ANNOTATION_NODE_HASH = "karpenter-policy/node-hash"
 #: The image the instance was launched with: a node whose node template now resolves another has drifted.
 ANNOTATION_IMAGE = "karpenter-policy/image-id"
-#: Taints the kubelet and cloud controller put on a node that is starting (Karpenter's `KnownEphemeralTaints`).
+#: Taints the kubelet and cloud controller put on a node that is starting (Karpenter's `KnownEphemeralTaints`), and
+#: v1.14.1's `karpenter.sh/unregistered` among them (core pkg/scheduling/taints.go:43; only a NodePool's node has it).
 EPHEMERAL_TAINT_KEYS = (
     wk.TAINT_NOT_READY,
     wk.TAINT_UNREACHABLE,
     wk.TAINT_UNINITIALIZED,
+    wk.TAINT_UNREGISTERED,
 )
 _ALWAYS_LISTED = ("cpu", "memory", "ephemeral-storage", "pods")
 
@@ -144,12 +147,14 @@ def labelled_initialized(node: Obj) -> bool:
 
 
 def is_initialized(node: Obj) -> bool:
-    """The one rule of whether a node is initialized. Ours: Ready and labelled initialized (or with every startup
-    taint gone); others: Ready."""
+    """The one rule of whether a node is initialized. Ours: Ready and labelled initialized (or registered — without
+    `karpenter.sh/unregistered` — with every startup taint gone); others: Ready."""
     if not is_ready(node):
         return False
     if not is_ours(node) or labelled_initialized(node):
         return True
+    if awaiting_registration(node):  # v1.14.1 initializes a registered claim only (initialization.go)
+        return False
     remaining = {(t.key, t.effect) for t in node_taints(node)}
     return not any((t.key, t.effect) in remaining for t in startup_taints(node))
 
@@ -157,8 +162,10 @@ def is_initialized(node: Obj) -> bool:
 def scheduling_taints(node: Obj, initialized: bool) -> tuple[Taint, ...]:
     """The taints a pod must tolerate to be planned onto the node (see the module docstring)."""
     taints = node_taints(node)
-    if initialized or not is_ours(node):
+    if not is_ours(node):
         return taints
+    if initialized:  # v1.14.1's StateNode.Taints: an unregistered node's are its claim's, never the unregistered one
+        return tuple(t for t in taints if (t.key, t.effect) != (UNREGISTERED.key, UNREGISTERED.effect))
     ignored = {(t.key, t.effect) for t in startup_taints(node)}
     return tuple(t for t in taints if (t.key, t.effect) not in ignored and t.key not in EPHEMERAL_TAINT_KEYS)
 
@@ -244,7 +251,10 @@ def node_object(
             labels[wk.PLACEMENT_GROUP_PARTITION] = instance.placement_partition
     if constraint_set.region:
         labels[wk.REGION] = constraint_set.region
-    taints = [t.to_api() for t in (*constraint_set.taints, *constraint_set.startup_taints)]
+    registering = (*constraint_set.taints, *constraint_set.startup_taints)
+    if constraint_set.is_nodepool:  # v1: with `karpenter.sh/unregistered` until its claim registers
+        registering = with_unregistered(registering)
+    taints = [t.to_api() for t in registering]
     annotations = {
         ANNOTATION_HASH: constraint_set.hash,
         ANNOTATION_NODE_HASH: constraint_set.node_hash,
@@ -284,6 +294,34 @@ def registration_patch(registered: Obj, existing: Obj) -> dict[str, Any]:
     }
     if meta.get("ownerReferences"):
         patch["metadata"]["ownerReferences"] = meta["ownerReferences"]
+    return patch
+
+
+def _is_unregistered(taint: Mapping[str, Any]) -> bool:
+    """v1.14.1's `MatchTaint(&UnregisteredNoExecuteTaint)`: its key and effect."""
+    return (taint.get("key"), taint.get("effect")) == (UNREGISTERED.key, UNREGISTERED.effect)
+
+
+def awaiting_registration(node: Obj) -> bool:
+    """Whether the Node still carries `karpenter.sh/unregistered:NoExecute`: its NodeClaim has not registered, and no
+    pod may be bound there (registration.go:93-103)."""
+    return any(isinstance(t, dict) and _is_unregistered(t) for t in _listed(_part(node, "spec").get("taints")))
+
+
+def registered_patch(node: Obj) -> dict[str, Any] | None:
+    """The merge patch v1.14.1's registration writes once every hook is ready (registration.go:96-103): the
+    unregistered taint removed and `karpenter.sh/registered=true`, the node's resourceVersion as its precondition
+    (a merge patch replaces the whole list: `MergeFromWithOptimisticLock`); None when the node is already so."""
+    taints = [t for t in _listed(_part(node, "spec").get("taints")) if isinstance(t, dict)]
+    kept = [t for t in taints if not _is_unregistered(t)]
+    labelled = objects.labels(node).get(wk.REGISTERED) == "true"
+    if labelled and len(kept) == len(taints):
+        return None
+    patch: dict[str, Any] = {"metadata": {"resourceVersion": objects.resource_version(node)}}
+    if not labelled:
+        patch["metadata"]["labels"] = {wk.REGISTERED: "true"}
+    if len(kept) != len(taints):
+        patch["spec"] = {"taints": kept or None}
     return patch
 
 
@@ -331,6 +369,8 @@ __all__ = [
     "ANNOTATION_STARTUP_TAINTS",
     "EPHEMERAL_TAINT_KEYS",
     "NEVER_UPDATED",
+    "awaiting_registration",
+    "registered_patch",
     "registration_patch",
     "instance_id",
     "instance_id_of",

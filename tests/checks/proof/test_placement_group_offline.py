@@ -68,3 +68,25 @@ def test_a_pod_pinned_to_partition_8_is_an_error_at_its_line(tmp_path: Path) -> 
     assert error["line"] == line_of(tmp_path, "spec:")  # the pod template: where workload-unschedulable points
     assert "1, 2, 3, 4, 5, 6, 7 only" in str(error["message"]), error
     assert not [f for f in report["findings"] if f["rule"] == "placement-group-partition"]
+
+
+def test_a_spread_over_the_partitions_is_placed_with_a_warning_the_strategy_is_the_clouds(tmp_path: Path) -> None:
+    """The example's spread over the partition key (DoNotSchedule): placed over partitions 1 … 7, and warned at its
+    topologyKey that check cannot know the group's strategy — v1.14.1 reads it from DescribePlacementGroups
+    (placement_group_resolver.go); a cluster or spread group offers no partition and the pods stay pending there,
+    a partition group of N spreads over N. Before: placed without a word."""
+    code, report = check_workloads(tmp_path, POLICIES, SPREAD)
+    assert code == 0, _errors(report)
+    (warning,) = [f for f in report["findings"] if f["rule"] == "placement-group-partition"]
+    assert warning["severity"] == "warning"
+    assert warning["line"] == line_of(tmp_path, "- topologyKey: karpenter.k8s.aws/placement-group-partition")
+    assert "topology spread on karpenter.k8s.aws/placement-group-partition" in warning["message"]
+    assert "a cluster or spread group none" in warning["message"]
+
+
+def test_a_preferred_spread_over_the_partitions_is_not_warned(tmp_path: Path) -> None:
+    """ScheduleAnyway: Karpenter relaxes it away where no partition is offered, the pods land all the same."""
+    relaxed = SPREAD.replace("whenUnsatisfiable: DoNotSchedule", "whenUnsatisfiable: ScheduleAnyway")
+    code, report = check_workloads(tmp_path, POLICIES, relaxed)
+    assert code == 0, _errors(report)
+    assert not [f for f in report["findings"] if f["rule"] == "placement-group-partition"]
