@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,39 @@ def test_migrate_workloads_reports_a_refused_workload_at_its_field_exit_1(tmp_pa
         "workloads: 1 workload lands where it did (placed again on the migrated files); 1 not placed "
         "(invalid-workload)\n"
     ) in result.stdout
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=repo, check=True, capture_output=True,
+    )
+
+
+def test_equivalent_says_base_refused_a_workload_head_has(
+    tmp_path: Path, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Git sides: BASE's trainer asked for EFA without a limit, HEAD's sets the limit. It is "only in HEAD", and
+    the line says why (before, the same words as for a workload added in HEAD)."""
+    repo = tmp_path / "repo"
+    (repo / "policies").mkdir(parents=True)
+    (repo / "policies" / "template.yaml").write_text(TEMPLATE)
+    (repo / "policies" / "pool.yaml").write_text(PROVISIONER.format(name="general"))
+    (repo / "apps").mkdir()
+    (repo / "apps" / "trainer.yaml").write_text(REFUSED)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    fixed = REFUSED.replace('"1"}\n', '"1"}\n            limits: {vpc.amazonaws.com/efa: "1"}\n')
+    (repo / "apps" / "trainer.yaml").write_text(fixed)
+    _git(repo, "commit", "-qam", "head")
+    monkeypatch.chdir(repo)
+    flags = DiffFlags(base="HEAD~1", head="HEAD", paths=("policies",), workload_paths=("apps",), equivalent=True)
+
+    result = equivalent_command(flags, catalog)
+
+    assert result.exit_code == 1, result.stdout
+    assert result.stdout.splitlines()[0] == (
+        "apps/trainer.yaml:8:3: Deployment/trainer: only in HEAD (HEAD~1 cannot read it or the API server refuses "
+        "it: invalid-workload): a workload on one side cannot be compared"
+    )
