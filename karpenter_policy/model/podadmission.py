@@ -20,7 +20,8 @@ init container (sidecars too) after the API server's defaulting (a limit stands 
   containers' aggregate requests (`AggregateContainerRequests`: the sidecar formula of `pods`) ("must be greater than
   or equal to aggregate container requests of …"); a container's limit above the pod-level limit ("must be less
   than or equal to pod limits of …"). Only resources with a pod-level request are held to the aggregate: one the
-  pod leaves to the API server's defaulting (`defaultPodRequests`) gets the aggregate itself.
+  pod leaves to the API server's defaulting (`defaultPodRequests`) gets the aggregate itself, but huge pages, whose
+  pod-level request defaults to their pod-level limit.
 
 A negative quantity and an extended resource that is not a whole number are refused earlier, as the spec is read
 (`pods._parse_resource_list`, with the same words). Only manifests are held to these rules (`check --workloads`,
@@ -217,12 +218,17 @@ def _pod_level_refusals(spec: Mapping[str, Any]) -> list[Refusal]:
     except PodSpecError:
         return refusals  # the reading of the spec refuses it first
     first_written = _first_written(spec)
-    for name, written, value in _entries(resources.get("requests")):
+    requests = _entries(resources.get("requests"))
+    named = {name for name, _, _ in requests}
+    # the API server's defaulting: a pod-level huge-pages limit is its request (a cpu or memory limit becomes the
+    # request only when no container requests it, and then the aggregate is nothing)
+    defaulted = [(n, w, v) for n, w, v in _entries(resources.get("limits")) if is_hugepages(n) and n not in named]
+    for name, written, value in sorted([*requests, *defaulted], key=lambda entry: entry[0]):
         total = aggregate.get(name)
         if total is not None and total > value:
             shown = canonical(total, is_binary(first_written.get(name)))
             refusals.append(Refusal(
-                ("resources", "requests", name),
+                ("resources", "requests" if name in named else "limits", name),  # a defaulted one: at its limit
                 f'Invalid value: "{written}": must be greater than or equal to aggregate container requests of {shown}',
             ))
     pod_limits = {name: (written, value) for name, written, value in _entries(resources.get("limits"))}

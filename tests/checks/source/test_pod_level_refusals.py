@@ -87,6 +87,15 @@ REFUSED: dict[str, tuple[dict[str, Any], tuple[str | int, ...], str]] = {
         ("resources", "requests", "cpu"),
         'Invalid value: "1": must be greater than or equal to aggregate container requests of 1500m',
     ),
+    "pod-level-hugepages-limit-below-the-containers": (
+        {
+            "containers": [main({"memory": "1Gi", HUGE: "4Mi"}, {HUGE: "4Mi"}), main({"memory": "1Gi"})],
+            "initContainers": [main({"memory": "1Gi", HUGE: "2Mi"}, {HUGE: "2Mi"})],
+            "resources": resources({"memory": "2Gi"}, {HUGE: "2Mi"}),
+        },
+        ("resources", "limits", HUGE),
+        'Invalid value: "2Mi": must be greater than or equal to aggregate container requests of 4Mi',
+    ),
     "container-limit-above-the-pod-limit": (
         {"containers": [main({"cpu": "500m"}, {"cpu": "2"})], "resources": resources(None, {"cpu": "1"})},
         ("containers", 0, "resources", "limits", "cpu"),
