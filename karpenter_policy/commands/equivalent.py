@@ -13,8 +13,14 @@ For each workload whose set changes, a counter-example: the cheapest node one si
 with the admitting pool at file:line, and Z3's verdict that the pool's requirements admit that offering
 (`diff`'s prover, `checks.proof.solver`); when the other side's NodePools name labels only Karpenter v1.14.1 sets
 (both sides are read as `check` reads them: a NodePool with v1.14.1's labels, operators and `minValues`), the
-node's values of them (`landingset.named_v1_labels`). Exit 0 with a one-line summary when every workload is
-unchanged; 1 when one changes, a workload is on one side only, or HEAD has error findings; 2 when it cannot run.
+node's values of them (`landingset.named_v1_labels`).
+
+A workload whose pod spec cannot be read or the Kubernetes API server refuses (`invalid-workload`, the API server's
+words at the field: `model.podadmission`) is left out of the comparison, as `diff --workloads` leaves it out: in
+HEAD it is an error finding of HEAD, shown at file:line:column; in BASE only, the workload that HEAD has is "only in
+HEAD", saying that BASE refuses it. Exit 0 with a one-line summary when every workload is unchanged; 1 when one
+changes, a workload is on one side only, or HEAD has error findings (a refused workload among them); 2 when it
+cannot run.
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from karpenter_policy.api.violations import INVALID_WORKLOAD
 from karpenter_policy.catalog import Catalog
-from karpenter_policy.checks.findings import CommandOutput
+from karpenter_policy.checks.findings import CommandOutput, Finding
 from karpenter_policy.checks.proof.landingset import (
     LandingSet,
     NodeDifference,
@@ -85,7 +92,8 @@ class Equivalence:
     head: str
     compared: int = 0
     changed: list[WorkloadVerdict] = field(default_factory=list)
-    head_errors: int = 0
+    head_errors: int = 0  # the policies' error findings and `refused`
+    refused: list[Finding] = field(default_factory=list)  # HEAD's `invalid-workload` errors, paths as in `changed`
 
     @property
     def equivalent(self) -> bool:
@@ -169,11 +177,18 @@ def prove_equivalent(
     """Compare every workload's landing set on both sides (module doc)."""
     result = Equivalence(base.label, head.label, head_errors=head.report.errors)
     sets = []
+    refused: list[list[Finding]] = []
     for side in (base, head):
         paths = workload_paths_on(side, workload_paths)
-        workloads = read_workloads(paths).workloads if paths else []
+        found = read_workloads(paths) if paths else None
+        workloads = found.workloads if found is not None else []
+        invalid = [f for f in found.findings if f.rule == INVALID_WORKLOAD] if found is not None else []
+        refused.append([replace(f, file=_relative(f.file, side)) for f in invalid])
         sets.append(_by_object(landing_sets(side.checked, workloads, catalog), side))
     before, after = sets
+    result.refused = refused[1]
+    result.head_errors += len(result.refused)
+    refused_in = [{f.object_ref for f in side_refused} for side_refused in refused]
     prover = _Prover(catalog, timeout_ms)
     result.compared = len(set(before) | set(after))
     for ref in sorted(set(before) | set(after)):
@@ -181,13 +196,30 @@ def prove_equivalent(
             present = after.get(ref) or before[ref]
             side = head if ref in after else base
             w = present.workload
-            message = f"only in {side.label}: a workload on one side cannot be compared"
+            other = base if side is head else head
+            why = (
+                f" ({other.label} cannot read it or the API server refuses it: invalid-workload)"
+                if present.workload.ref in refused_in[0 if side is head else 1]
+                else ""
+            )
+            message = f"only in {side.label}{why}: a workload on one side cannot be compared"
             result.changed.append(WorkloadVerdict(ref, _relative(w.file, side), w.line, w.column, message))
             continue
         difference = compare_landings(before[ref], after[ref], catalog)
         if difference is not None:
             result.changed.append(_verdict(ref, before[ref], after[ref], difference, (base, head), prover, catalog))
     return result
+
+
+def _refusal_json(finding: Finding) -> dict[str, Any]:
+    return {
+        "rule": finding.rule,
+        "workload": finding.object_ref,
+        "file": finding.file,
+        "line": finding.line,
+        "column": finding.column,
+        "message": finding.message,
+    }
 
 
 def render(result: Equivalence, output: str) -> str:
@@ -200,6 +232,7 @@ def render(result: Equivalence, output: str) -> str:
             "workloads": result.compared,
             "changed": [v.to_json() for v in result.changed],
             "head_errors": result.head_errors,
+            "refused": [_refusal_json(f) for f in result.refused],
             "summary": result.summary(),
         }
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
@@ -209,8 +242,13 @@ def render(result: Equivalence, output: str) -> str:
             lines += ["| workload | where | counter-example |", "|---|---|---|"]
             lines += [f"| `{v.workload}` | `{v.file}:{v.line}` | {v.message} |" for v in result.changed]
             lines.append("")
+        if result.refused:
+            lines += [f"{result.head} cannot place these workloads:", ""]
+            lines += [f"- `{f.object_ref}` at `{f.file}:{f.line}`: {f.message} [{f.rule}]" for f in result.refused]
+            lines.append("")
         return "\n".join(lines)
-    lines = [f"{v.file}:{v.line}:{v.column}: {v.workload}: {v.message}" for v in result.changed]
+    lines = [f"{f.file}:{f.line}:{f.column}: error: {f.object_ref}: {f.message} [{f.rule}]" for f in result.refused]
+    lines += [f"{v.file}:{v.line}:{v.column}: {v.workload}: {v.message}" for v in result.changed]
     lines += [
         f"  proven: {v.pool} admits {v.node.split(' (')[0]} (Z3)" for v in result.changed if v.proven
     ]

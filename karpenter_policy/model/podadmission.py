@@ -14,17 +14,24 @@ init container (sidecars too) after the API server's defaulting (a limit stands 
 * any other request greater than its limit ("must be less than or equal to … limit of …");
 * huge pages that are not a whole number of pages ("… is not positive integer multiple of hugepages-…"), or
   without cpu or memory in the same requirements ("HugePages require cpu or memory");
-* pod-level `spec.resources` (Kubernetes 1.32+): a request greater than its limit.
+* pod-level `spec.resources` (`validatePodResources`, as in Kubernetes v1.34, where `PodLevelResources` is on by
+  default and takes huge pages): the same rules, with a name other than `cpu`, `memory` or `hugepages-<size>`
+  refused ("Unsupported value: … supported values: "cpu", "hugepages-", "memory""); a pod-level request below the
+  containers' aggregate requests (`AggregateContainerRequests`: the sidecar formula of `pods`) ("must be greater than
+  or equal to aggregate container requests of …"); a container's limit above the pod-level limit ("must be less
+  than or equal to pod limits of …"). Only resources with a pod-level request are held to the aggregate: one the
+  pod leaves to the API server's defaulting (`defaultPodRequests`) gets the aggregate itself, but huge pages, whose
+  pod-level request defaults to their pod-level limit.
 
 A negative quantity and an extended resource that is not a whole number are refused earlier, as the spec is read
 (`pods._parse_resource_list`, with the same words). Only manifests are held to these rules (`check --workloads`,
-`diff --workloads`, `test`, `pin`, the webhook's pod path): a pod the API server holds — the controller's, a
-`plan` snapshot's — was admitted, and is read as it is.
+`diff --workloads` and `--equivalent`, `migrate --workloads`, `test`, `pin`, the webhook's pod path): a pod the API
+server holds — the controller's, a `plan` snapshot's — was admitted, and is read as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -32,12 +39,15 @@ from typing import Any
 from karpenter_policy.model.labels import qualified_name_errors
 from karpenter_policy.model.pods import (
     HUGEPAGES_PREFIX,
+    PodSpecError,
     SpecPath,
+    aggregate_container_requests,
     is_extended_resource,
     is_hugepages,
     is_native_resource,
+    is_pod_level_resource,
 )
-from karpenter_policy.model.quantity import QuantityError, read_quantity
+from karpenter_policy.model.quantity import QuantityError, canonical, is_binary, read_quantity
 from karpenter_policy.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 
 #: Names without a domain the API server knows (`helper.IsStandardResourceName`), not all of them a container's.
@@ -49,6 +59,8 @@ _STANDARD_RESOURCES = frozenset({
 })
 #: The container resources without a domain (`helper.IsStandardContainerResourceName`), huge pages aside.
 _CONTAINER_RESOURCES = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE})
+#: `resourcehelper.SupportedPodLevelResources()` as the API server lists them (sorted; huge pages by their prefix).
+_POD_LEVEL_SUPPORTED = ", ".join(f'"{name}"' for name in sorted((CPU, MEMORY, HUGEPAGES_PREFIX)))
 
 #: How what is said of a refusal begins (the API server's own words follow).
 REFUSES = "the API server refuses this pod: "
@@ -100,6 +112,24 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def _container_name_refusal(name: str) -> str | None:
+    """`validateContainerResourceName`'s words for `name`, or None."""
+    problem = name_problem(name)
+    return None if problem is None else f'Invalid value: "{name}": {problem}'
+
+
+def _pod_level_name_refusal(name: str) -> str | None:
+    """`validatePodResourceName`'s words for `name` in pod-level `spec.resources`, or None."""
+    problems = qualified_name_errors(name)
+    if problems:
+        return f'Invalid value: "{name}": {problems[0]}'
+    if "/" not in name and name not in _STANDARD_RESOURCES and not is_hugepages(name):
+        return f'Invalid value: "{name}": must be a standard resource type or fully qualified'
+    if not is_pod_level_resource(name):
+        return f'Unsupported value: "{name}": supported values: {_POD_LEVEL_SUPPORTED}'
+    return None
+
+
 def _hugepages_multiple(name: str, value: Decimal) -> bool:
     """`helper.IsHugePageResourceValueDivisible`: a whole number of the pages its name sizes."""
     try:
@@ -127,9 +157,16 @@ def _entries(raw: object) -> list[tuple[str, object, Decimal]]:
     return sorted(entries, key=lambda entry: entry[0])
 
 
-def requirements_refusals(resources: object, path: SpecPath, *, limits_only: bool = False) -> list[Refusal]:
-    """`ValidateResourceRequirements` of one `resources` mapping at `path` (a container's `resources`; with
-    `limits_only`, `spec.overhead` read as limits)."""
+def requirements_refusals(
+    resources: object,
+    path: SpecPath,
+    *,
+    limits_only: bool = False,
+    name_refusal: Callable[[str], str | None] = _container_name_refusal,
+) -> list[Refusal]:
+    """`validateResourceRequirements` of one `resources` mapping at `path` (a container's `resources`; with
+    `limits_only`, `spec.overhead` read as limits; `name_refusal` the names' rule: a container's, or the pod
+    level's)."""
     if limits_only:
         limits, requests = _entries(resources), []
         limits_path, requests_path = path, path
@@ -141,15 +178,15 @@ def requirements_refusals(resources: object, path: SpecPath, *, limits_only: boo
     refusals: list[Refusal] = []
     for name, written, value in limits:
         at = (*limits_path, name)
-        if (problem := name_problem(name)) is not None:
-            refusals.append(Refusal(at, f'Invalid value: "{name}": {problem}'))
+        if (problem := name_refusal(name)) is not None:
+            refusals.append(Refusal(at, problem))
         elif is_hugepages(name) and not _hugepages_multiple(name, value):
             refusals.append(Refusal(at, _not_whole_pages(name, written)))
     limit_of = {name: (written, value) for name, written, value in limits}
     for name, written, value in requests:
         at = (*requests_path, name)
-        if (problem := name_problem(name)) is not None:
-            refusals.append(Refusal(at, f'Invalid value: "{name}": {problem}'))
+        if (problem := name_refusal(name)) is not None:
+            refusals.append(Refusal(at, problem))
             continue
         limit = limit_of.get(name)
         if limit is None:
@@ -169,20 +206,59 @@ def requirements_refusals(resources: object, path: SpecPath, *, limits_only: boo
     return refusals
 
 
-def _pod_level_refusals(resources: object) -> list[Refusal]:
-    """Pod-level `spec.resources` (`validatePodResourceRequirements`): a request above its limit."""
+def _pod_level_refusals(spec: Mapping[str, Any]) -> list[Refusal]:
+    """Pod-level `spec.resources` (`validatePodResources`): its requirements under the pod level's names, then
+    `validatePodResourceConsistency` (module doc)."""
+    resources = spec.get("resources")
     if not isinstance(resources, Mapping):
         return []
-    limit_of = {name: (written, value) for name, written, value in _entries(resources.get("limits"))}
-    refusals = []
-    for name, written, value in _entries(resources.get("requests")):
-        limit = limit_of.get(name)
-        if limit is not None and value > limit[1]:
+    refusals = requirements_refusals(resources, ("resources",), name_refusal=_pod_level_name_refusal)
+    try:
+        aggregate = aggregate_container_requests(spec)
+    except PodSpecError:
+        return refusals  # the reading of the spec refuses it first
+    first_written = _first_written(spec)
+    requests = _entries(resources.get("requests"))
+    named = {name for name, _, _ in requests}
+    # the API server's defaulting: a pod-level huge-pages limit is its request (a cpu or memory limit becomes the
+    # request only when no container requests it, and then the aggregate is nothing)
+    defaulted = [(n, w, v) for n, w, v in _entries(resources.get("limits")) if is_hugepages(n) and n not in named]
+    for name, written, value in sorted([*requests, *defaulted], key=lambda entry: entry[0]):
+        total = aggregate.get(name)
+        if total is not None and total > value:
+            shown = canonical(total, is_binary(first_written.get(name)))
             refusals.append(Refusal(
-                ("resources", "requests", name),
-                f'Invalid value: "{written}": must be less than or equal to {name} limit of {limit[0]}',
+                ("resources", "requests" if name in named else "limits", name),  # a defaulted one: at its limit
+                f'Invalid value: "{written}": must be greater than or equal to aggregate container requests of {shown}',
             ))
+    pod_limits = {name: (written, value) for name, written, value in _entries(resources.get("limits"))}
+    containers = spec.get("containers")
+    for index, container in enumerate(containers if isinstance(containers, list) else []):
+        own = container.get("resources") if isinstance(container, Mapping) else None
+        for name, written, value in _entries(own.get("limits") if isinstance(own, Mapping) else None):
+            limit = pod_limits.get(name)
+            if limit is not None and value > limit[1]:
+                refusals.append(Refusal(
+                    ("containers", index, "resources", "limits", name),
+                    f'Invalid value: "{written}": must be less than or equal to pod limits of {limit[0]}',
+                ))
     return refusals
+
+
+def _first_written(spec: Mapping[str, Any]) -> dict[str, object]:
+    """Each resource as the first container (app containers, then init containers) that asks for it writes it: the
+    aggregate keeps that quantity's format (`Quantity.Add` on a copy of the first)."""
+    written: dict[str, object] = {}
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        for container in containers if isinstance(containers, list) else []:
+            own = container.get("resources") if isinstance(container, Mapping) else None
+            if not isinstance(own, Mapping):
+                continue
+            for part in ("requests", "limits"):
+                for name, value in (own.get(part) or {}).items() if isinstance(own.get(part), Mapping) else ():
+                    written.setdefault(str(name), value)
+    return written
 
 
 def resource_refusals(spec: Mapping[str, Any]) -> list[Refusal]:
@@ -197,5 +273,5 @@ def resource_refusals(spec: Mapping[str, Any]) -> list[Refusal]:
                 refusals += requirements_refusals(container.get("resources"), (key, index, "resources"))
     if "overhead" in spec:
         refusals += requirements_refusals(spec.get("overhead"), ("overhead",), limits_only=True)
-    refusals += _pod_level_refusals(spec.get("resources"))
+    refusals += _pod_level_refusals(spec)
     return refusals

@@ -327,6 +327,15 @@ def _containers(spec: Mapping[str, Any], key: str) -> list[tuple[Mapping[str, An
 def pod_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | None = None) -> ResourceList:
     """The pod's effective requests, as Kubernetes computes them (see the module docstring); quantities read
     capped are noted in `capped`."""
+    total = {**aggregate_container_requests(spec, capped), **_pod_level_requests(spec, capped)}
+    return add(total, _parse_resource_list(spec.get("overhead"), ("overhead",), capped))
+
+
+def aggregate_container_requests(
+    spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | None = None
+) -> ResourceList:
+    """The containers' requests as component-helpers' `AggregateContainerRequests` sums them (the module
+    docstring's sidecar formula; neither the overhead nor pod-level `spec.resources`)."""
     apps: ResourceList = add(*(container_requests(c, p, capped) for c, p in _containers(spec, "containers")))
     sidecars: ResourceList = {}
     init_peak: ResourceList = {}
@@ -337,11 +346,10 @@ def pod_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, str]] | N
             init_peak = maximum(init_peak, sidecars)
         else:
             init_peak = maximum(init_peak, add(requests, sidecars))
-    total = {**maximum(add(apps, sidecars), init_peak), **_pod_level_requests(spec, capped)}
-    return add(total, _parse_resource_list(spec.get("overhead"), ("overhead",), capped))
+    return maximum(add(apps, sidecars), init_peak)
 
 
-def _is_pod_level_resource(name: str) -> bool:
+def is_pod_level_resource(name: str) -> bool:
     """The resources `spec.resources` may set (component-helpers' `IsSupportedPodLevelResource`)."""
     return name in (CPU, MEMORY) or is_hugepages(name)
 
@@ -365,7 +373,7 @@ def _pod_level_requests(spec: Mapping[str, Any], capped: list[tuple[SpecPath, st
         for name, limit in limits.items():
             if name not in requests and not (name in (CPU, MEMORY) and name in requested):
                 requests[name] = limit
-    return {name: value for name, value in requests.items() if _is_pod_level_resource(name)}
+    return {name: value for name, value in requests.items() if is_pod_level_resource(name)}
 
 
 def _requested_names(container: Mapping[str, Any]) -> set[str]:

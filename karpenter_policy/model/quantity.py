@@ -121,9 +121,32 @@ def _suffix(suffix: str, raw: object) -> tuple[int, int]:
     return 10, int(exponent.group(1))
 
 
+def canonical(value: Decimal, binary: bool) -> str:
+    """`value` as apimachinery's `Quantity.String()` writes it: in `binary` form (a sum that began with a binary
+    quantity, a whole value of 1024 or more) the largest of `Ki`…`Ei` that divides it, else the largest decimal
+    suffix (`n` `u` `m` none `k` … `E`) whose mantissa is whole (`1200m`, `2k`, `1536Mi`). Exact at nano
+    precision."""
+    if binary and value == value.to_integral_value() and abs(value) >= 1024:  # Go: below 1024, decimal
+        whole = int(value)
+        for suffix, shift in sorted(_BINARY_SUFFIXES.items(), key=lambda item: -item[1]):
+            if whole % (1 << shift) == 0:
+                return f"{whole // (1 << shift)}{suffix}"
+        return str(whole)
+    for suffix, exponent in sorted(_DECIMAL_SUFFIXES.items(), key=lambda item: -item[1]):
+        mantissa = value.scaleb(-exponent)
+        if mantissa == mantissa.to_integral_value() and (value or not exponent):
+            return f"{int(mantissa)}{suffix}"
+    return f"{int(value.scaleb(9).to_integral_value(ROUND_UP))}n"
+
+
+def is_binary(raw: object) -> bool:
+    """Whether a quantity is written with a binary suffix (`1Gi`): `Quantity.Format` BinarySI."""
+    return isinstance(raw, str) and raw.strip().endswith(tuple(_BINARY_SUFFIXES))
+
+
 def _show(raw: object) -> str:
     text = repr(raw)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-__all__ = ["MAX_QUANTITY", "Quantity", "QuantityError", "read_quantity"]
+__all__ = ["MAX_QUANTITY", "Quantity", "QuantityError", "canonical", "is_binary", "read_quantity"]

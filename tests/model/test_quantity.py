@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from karpenter_policy.model.quantity import MAX_QUANTITY, Quantity, QuantityError, read_quantity
+from karpenter_policy.model.quantity import MAX_QUANTITY, Quantity, QuantityError, canonical, read_quantity
 
 CAPPED = Decimal(MAX_QUANTITY)
 
@@ -89,3 +89,25 @@ def test_huge_spellings_are_sized_not_computed() -> None:
     assert time.perf_counter() - started < 5
     assert [r.out_of_range for r in results] == [True, True, False, False]
     assert results[2].value == Decimal("1e-9")
+
+
+@pytest.mark.parametrize(
+    ("value", "binary", "shown"),
+    [
+        ("1.2", False, "1200m"),
+        ("2", False, "2"),
+        ("2000", False, "2k"),
+        ("1500", False, "1500"),
+        ("0", False, "0"),
+        ("0.000000001", False, "1n"),
+        (str(1536 * 2**20), True, "1536Mi"),
+        (str(2**30), True, "1Gi"),
+        ("1000", True, "1k"),  # Go writes a binary quantity below 1024 in decimal
+        ("1500", True, "1500"),
+        ("0.5", True, "500m"),  # a fraction has no binary form: decimal, as Go falls back to
+    ],
+)
+def test_canonical_writes_a_sum_as_quantity_string_does(value: str, binary: bool, shown: str) -> None:
+    """apimachinery `Quantity.String()` (resource/quantity.go `CanonicalizeBytes`): the largest suffix with a
+    whole mantissa, binary for a quantity that began binary — the form the API server's messages show a sum in."""
+    assert canonical(Decimal(value), binary) == shown

@@ -387,6 +387,27 @@ def test_a_pod_the_api_server_refuses_is_denied_in_its_words_not_pinned(client: 
     assert patch_of(response) and result["spec"]["nodeSelector"]["app"] == "kspark"
 
 
+def test_a_pod_whose_pod_level_resources_the_api_server_refuses_is_denied(client: Client) -> None:
+    """#26: pod-level `spec.resources` (Kubernetes v1.34 `validatePodResourceConsistency`): a pod-level cpu request
+    below its two containers' sum is denied in the API server's words, not pinned; with the request at the sum it is
+    pinned."""
+    pod = _driver(containers=[
+        {"name": "a", "image": "spark:3.5", "resources": {"requests": {"cpu": "600m"}}},
+        {"name": "b", "image": "spark:3.5", "resources": {"requests": {"cpu": "600m"}}},
+    ])
+    pod["spec"]["resources"] = {"requests": {"cpu": "1"}}
+    response = client.review("/mutate/pods", pod, namespace="spark")
+    assert response["allowed"] is False and "patch" not in response, response
+    assert response["status"]["message"] == (
+        "karpenter-policy webhook: not pinned, the API server refuses it: "
+        'spec.resources.requests[cpu]: Invalid value: "1": must be greater than or equal to aggregate container '
+        "requests of 1200m"
+    )
+    pod["spec"]["resources"] = {"requests": {"cpu": "1200m"}}
+    response, result = pinned(client, pod)
+    assert patch_of(response) and result["spec"]["nodeSelector"]["app"] == "kspark"
+
+
 @pytest.fixture(scope="module")
 def from_v1_policies(cert_dir: Path) -> Iterator[Webhook]:
     policies = ROOT / "examples" / "v1" / "pinning" / "policies"

@@ -20,7 +20,9 @@ INVALID_WORKLOAD = Rule(
         "container, init container, the overhead and pod-level resources): an extended resource or huge pages "
         "requested without a limit or with a request other than the limit, a request above its limit, a negative "
         "quantity, huge pages that are not whole pages or come without cpu or memory, a resource name that is "
-        "not a qualified name. The workload is never placed; each field is a finding in the API server's words."
+        "not a qualified name; at pod level (v1.34's validatePodResources), a name other than cpu, memory or huge "
+        "pages, a request below the containers' aggregate, a container limit above the pod's. The workload is "
+        "never placed; each field is a finding in the API server's words."
     ),
 )
 

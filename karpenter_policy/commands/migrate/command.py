@@ -17,7 +17,8 @@ rewritten as Karpenter v1 NodePools and EC2NodeClasses, each NodePool proven to 
    provider), each a warning with its mitigation.
 5. **Workloads** (`--workloads APPS`, `workloads`): `karpenter.sh/provisioner-name` selectors and node
    affinities of migrated Provisioners become `karpenter.sh/nodepool`, spliced in place; then every workload is
-   placed again on the migrated files and must land where it did (`landing`: `migration-workload-moved`). With
+   placed again on the migrated files and must land where it did (`landing`: `migration-workload-moved`; one the
+   API server refuses is never placed and is an `invalid-workload` error at its field, as `check` has it). With
    `--to v1beta1` they are placed on the same objects converted to v1 (the engine schedules v1 NodePools; the
    fields scheduling reads — requirements, labels, taints, weight, limits, kubelet — carry over alike).
 6. **Write** (`documents.rewrite_text`: each migrated document replaced in place, its header and comments kept,

@@ -11,6 +11,10 @@ may land on, with the node's labels and taints) must not change either; a differ
 node one side admits and the other not. The pair proof (`checks.proof.equivalence`) shows each NodePool admits what
 its Provisioner did; this shows that the renamed selectors, the weights, the limits and the kubelet settings still
 send each workload to the same place and the same nodes.
+
+A workload whose pod spec cannot be read or the Kubernetes API server refuses (`model.podadmission`) is never placed,
+before migration as after: it is an `invalid-workload` error at its field, in the API server's words, as `check
+--workloads` reports it (the workload files as read; renaming selectors changes no resource), and is not compared.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from karpenter_policy.api.rules.rule import ERROR
-from karpenter_policy.api.violations import MIGRATION_WORKLOAD_MOVED
+from karpenter_policy.api.violations import INVALID_WORKLOAD, MIGRATION_WORKLOAD_MOVED
 from karpenter_policy.catalog import Catalog, load_catalog
 from karpenter_policy.checks.findings import Finding
 from karpenter_policy.checks.proof.landingset import LandingSet, compare_landings, landing_sets
@@ -55,7 +59,8 @@ class Landing:
 
 @dataclass(frozen=True, slots=True)
 class LandingCheck:
-    """The verdict: how many workloads were compared, and a finding for each that moved."""
+    """The verdict: how many workloads were compared, and a finding for each that moved (`migration-workload-moved`)
+    or that the API server refuses (`invalid-workload`: not compared)."""
 
     compared: int
     findings: list[Finding]
@@ -63,13 +68,18 @@ class LandingCheck:
     @property
     def line(self) -> str:
         """The summary line `migrate` prints."""
-        moved = len(self.findings)
+        moved = sum(1 for f in self.findings if f.rule == MIGRATION_WORKLOAD_MOVED)
+        refused = len({(f.file, f.object_ref) for f in self.findings if f.rule == INVALID_WORKLOAD})
+        not_compared = f"; {refused} not placed (invalid-workload)" if refused else ""
         if not moved:
             counted = "1 workload lands where it did" if self.compared == 1 else (
                 f"{self.compared} workloads land where they did"
             )
-            return f"workloads: {counted} (placed again on the migrated files)"
-        return f"workloads: {moved} of {self.compared} would land elsewhere after migration: nothing written"
+            return f"workloads: {counted} (placed again on the migrated files){not_compared}"
+        return (
+            f"workloads: {moved} of {self.compared} would land elsewhere after migration: nothing written"
+            f"{not_compared}"
+        )
 
 
 def _landings(
@@ -77,17 +87,19 @@ def _landings(
     workload_paths: Sequence[str],
     catalog: Catalog,
     values: Mapping[str, Any] | None,
-) -> dict[tuple[str, str], tuple[Landing, Any, LandingSet]]:
+) -> tuple[dict[tuple[str, str], tuple[Landing, Any, LandingSet]], list[Finding]]:
     """(file, object) → its landing, its located workload and its landing set, for the workloads under
-    `workload_paths` on the pools under `policy_paths`."""
+    `workload_paths` on the pools under `policy_paths`; and the `invalid-workload` findings of the workloads left
+    out (never placed)."""
     _, checked = check_paths(policy_paths, catalog, values=values)
     workloads = read_workloads(workload_paths)
     found = schedule(checked, workloads.workloads, catalog)
     sets = landing_sets(checked, workloads.workloads, catalog)
-    return {
+    landings = {
         (os.path.abspath(p.workload.file), p.ref): (Landing(p.provisioner, tuple(could)), p.workload, nodes)
         for p, could, nodes in zip(found.placements, found.could_take, sets, strict=True)
     }
+    return landings, [f for f in workloads.findings if f.rule == INVALID_WORKLOAD]
 
 
 def _mirror(root: str, path: str) -> str:
@@ -107,7 +119,7 @@ def check_landings(
     (a file not named is read as it is); `pools`: the scheduler key of each migrated Provisioner → its NodePool's
     (`default` → `NodePool/default`)."""
     catalog = catalog if catalog is not None else load_catalog()
-    before = _landings(policy_paths, workload_paths, catalog, values)
+    before, refused = _landings(policy_paths, workload_paths, catalog, values)
     texts = {os.path.abspath(file): text for file, text in migrated.items()}
     for file in (*discover(policy_paths)[0], *discover(workload_paths)[0]):
         if file != STDIN and os.path.abspath(file) not in texts:
@@ -121,11 +133,11 @@ def check_landings(
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "w", encoding="utf-8", newline="") as handle:
                 handle.write(text)
-        after_raw = _landings(
+        after_raw, _ = _landings(
             [_mirror(root, p) for p in policy_paths], [_mirror(root, p) for p in workload_paths], catalog, values
         )
         after = {(os.sep + os.path.relpath(file, root), ref): value for (file, ref), value in after_raw.items()}
-    findings: list[Finding] = []
+    findings: list[Finding] = list(refused)  # the workload files as read: the same refusals after renaming
     for key in sorted(before):
         was, workload, was_nodes = before[key]
         now = after[key][0] if key in after else None
