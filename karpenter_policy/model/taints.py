@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from karpenter_policy.model.labels import TAINT_UNREGISTERED
+from karpenter_policy.model.labels import TAINT_NOT_READY, TAINT_UNINITIALIZED, TAINT_UNREACHABLE, TAINT_UNREGISTERED
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -73,6 +73,17 @@ class Toleration:
 
 #: Karpenter v1's `UnregisteredNoExecuteTaint` (core pkg/apis/v1/taints.go at v1.14.1).
 UNREGISTERED: Final = Taint(TAINT_UNREGISTERED, NO_EXECUTE)
+
+
+#: Taints the kubelet and cloud controller put on a node that is starting (Karpenter's `KnownEphemeralTaints`), and
+#: v1.14.1's `karpenter.sh/unregistered` among them (core pkg/scheduling/taints.go:43; only a NodePool's node has it):
+#: a managed node's are not read until it is initialized (`StateNode.Taints`).
+EPHEMERAL_TAINT_KEYS: Final = (TAINT_NOT_READY, TAINT_UNREACHABLE, TAINT_UNINITIALIZED, TAINT_UNREGISTERED)
+
+
+def is_unregistered(taint: Taint) -> bool:
+    """Whether the taint is `karpenter.sh/unregistered:NoExecute` (its value aside)."""
+    return (taint.key, taint.effect) == (UNREGISTERED.key, UNREGISTERED.effect)
 
 
 def with_unregistered(taints: Iterable[Taint]) -> tuple[Taint, ...]:

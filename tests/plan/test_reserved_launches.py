@@ -6,6 +6,7 @@ back (aws v1.14.1 pkg/providers/capacityreservation/provider.go `MarkLaunched` /
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from tests.plan.snapshots import pod, write
 from tests.plan.test_network_drift import dump
 from tests.plan.test_reservation_answers import entry
 from tests.plan.test_reservation_drift import OWNER, reserved, reserving_pool, terms
-from tests.plan.v1snapshots import v1_policies
+from tests.plan.v1snapshots import nodepool, v1_policies
 
 START = "2026-11-30T09:00:00Z"
 M5_LARGE = next(t.price_on_demand for t in load_catalog().instance_types if t.name == "m5.large")
@@ -39,11 +40,11 @@ def described(**counts: int) -> dict[str, Any]:
 
 def rollout(tmp_path: Path, nodes: int, answer: dict[str, Any] | None, *, base_ids: tuple[str, ...] = (
         "cr-foo", "cr-bar"), head_ids: tuple[str, ...] = ("cr-foo",), node_reservation: str = "cr-bar",
-            head_pool: str | None = None, redact: bool = False) -> dict[str, Any]:
+            head_pool: str | None = None, base_pool: str | None = None, redact: bool = False) -> dict[str, Any]:
     """`nodes` reserved nodes of the default NodePool (which allows `reserved`) in `node_reservation`, each full
     (a 1500m pod: its replacement is a new node); BASE's class selects `base_ids`, HEAD's `head_ids`; the plan's
     JSON."""
-    base = v1_policies(tmp_path / "base", reserving_pool(), node_classes=(terms(*base_ids),))
+    base = v1_policies(tmp_path / "base", base_pool or reserving_pool(), node_classes=(terms(*base_ids),))
     head = v1_policies(tmp_path / "head", head_pool or reserving_pool(), node_classes=(terms(*head_ids),))
     items = []
     for i in range(nodes):
@@ -106,6 +107,35 @@ def test_a_node_deleted_out_of_a_selected_reservation_gives_its_room_back(tmp_pa
     plan = rollout(tmp_path, 3, described(cr_foo=0), base_ids=("cr-foo",), node_reservation="cr-foo",
                    head_pool=reserving_pool().replace("team: web", "team: search"))
     assert launched(plan) == [("on-demand", None), ("reserved", "cr-foo"), ("reserved", "cr-foo")]
+
+
+def test_with_a_budget_of_3_the_first_wave_cannot_take_the_room_its_drained_nodes_still_hold(tmp_path: Path) -> None:
+    """As above with a budget of 3: the three drift commands start in one poll, each launching its replacement before
+    its node is drained. v1.14.1 gives cr-foo its room back when an instance is terminated (aws
+    pkg/providers/capacityreservation/provider.go `MarkTerminated`, from the NodeClaim's termination after the
+    drain, core pkg/controllers/node/termination/controller.go), not when the command starts: none of the three
+    replacements finds room in cr-foo, all launch on-demand."""
+    budgeted = nodepool(budgets='[{nodes: "3"}]').replace("values: [on-demand]}", "values: [on-demand, reserved]}")
+    plan = rollout(tmp_path, 3, described(cr_foo=0), base_ids=("cr-foo",), node_reservation="cr-foo",
+                   base_pool=budgeted, head_pool=budgeted.replace("team: web", "team: search"))
+    assert launched(plan) == [("on-demand", None)] * 3
+    assert len({w["start"] for w in plan["waves"]}) == 1  # one poll: the budget let all three go together
+
+
+def test_a_capacity_block_expiring_mid_rollout_is_not_offered_to_later_launches(tmp_path: Path) -> None:
+    """cr-foo is a capacity block with room for all three replacements, ending 41 minutes after `--start`: `active`
+    at the start, `expiring` from 40 minutes before its end (aws v1.14.1 pkg/providers/capacityreservation/types.go
+    `capacityReservationExpirationPeriod`), i.e. from 09:01:00. The drift waves start at 09:00:10, 09:01:30 and
+    09:02:50: only the first launch finds the block `active`; read at each launch's time, the later two launch
+    on-demand (an `expiring` reservation's offerings are unavailable: offering/reserved_capacity_resolver.go)."""
+    answer = {"CapacityReservations": [
+        {**entry("cr-foo", "us-east-1a", "m5.large", OWNER, "targeted", kind="capacity-block",
+                 end=dt.datetime(2026, 11, 30, 9, 41, tzinfo=dt.UTC)), "AvailableInstanceCount": 3},
+        {**entry("cr-bar", "us-east-1a", "m5.large", OWNER, "targeted"), "AvailableInstanceCount": 0}]}
+    plan = rollout(tmp_path, 3, answer)
+    assert [w["start"] for w in plan["waves"]] == ["2026-11-30T09:00:10Z", "2026-11-30T09:01:30Z",
+                                                  "2026-11-30T09:02:50Z"]
+    assert launched(plan) == [("reserved", "cr-foo"), ("on-demand", None), ("on-demand", None)]
 
 
 def test_redact_hashes_the_reservation_of_a_replacement(tmp_path: Path) -> None:

@@ -13,7 +13,11 @@ cannot read is a snapshot :class:`~karpenter_policy.commands.plan.snapshot.Probl
 A node's Karpenter annotations are its own and those of the NodeClaim or Machine whose `status.nodeName` names it
 (Karpenter v0.31 copies a Machine's annotations to its Node at registration; a snapshot may hold either). A node of
 a Karpenter v1 NodePool (`karpenter.sh/nodepool`) keeps its NodeClaim's own facts apart (:class:`Claim`): v1 reads
-the hash annotations, labels, `expireAfter` and `terminationGracePeriod` of the NodeClaim, not of the Node.
+the hash annotations, labels, `expireAfter` and `terminationGracePeriod` of the NodeClaim, not of the Node. Such a
+node is not registered while it carries `karpenter.sh/unregistered:NoExecute` or its NodeClaim's `Registered`
+condition is not "True", and not initialized before that or while its `Initialized` condition is not "True"
+(v1.14.1 `StateNode.Registered`/`Initialized`; a snapshot without the conditions reads as initialized); the taints of
+one not initialized leave out Karpenter's `KnownEphemeralTaints` (`StateNode.Taints`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pools import pool_key
 from karpenter_policy.model.resources import parse_quantity
-from karpenter_policy.model.taints import Taint
+from karpenter_policy.model.taints import EPHEMERAL_TAINT_KEYS, Taint, is_unregistered
 from karpenter_policy.scheduling import Pod, PodShape, shape_of
 from karpenter_policy.scheduling.pods import PodSpecError
 from karpenter_policy.scheduling.vectors import ZERO, Vector, to_vector
@@ -77,6 +81,9 @@ class Claim:
     image_id: str | None = None
     #: when a pod was last bound to it or left it (`status.lastPodEventTime`; None: not there)
     last_pod_event: dt.datetime | None = None
+    #: its `Registered` and `Initialized` conditions (None: not there; a snapshot without them reads as initialized)
+    registered: bool | None = None
+    initialized: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +109,12 @@ class FleetNode:
     taints: tuple[Taint, ...] = ()
     #: `status.allocatable` (None: the snapshot does not say; the room the plan gives it comes from its type)
     allocatable: Vector | None = None
+    #: False for a NodePool's node not registered yet: it carries `karpenter.sh/unregistered:NoExecute`, or its
+    #: NodeClaim's `Registered` condition is there and not "True" (v1.14.1 `StateNode.Registered`)
+    registered: bool = True
+    #: False for a NodePool's node not registered, or whose NodeClaim's `Initialized` condition is there and not
+    #: "True" (v1.14.1 `StateNode.Initialized`): no disruption candidate, no room counted as initialized
+    initialized: bool = True
 
     @property
     def owner(self) -> str | None:
@@ -304,8 +317,18 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
             drifted_since=_time(drifted.get("lastTransitionTime")) if drifted is not None else None,
             image_id=status.get("imageID") or None,
             last_pod_event=_time(status.get("lastPodEventTime")),
+            registered=_condition(conditions, "Registered"),
+            initialized=_condition(conditions, "Initialized"),
         )
     return by_node
+
+
+def _condition(conditions: Any, kind: str) -> bool | None:
+    """Whether the condition of type `kind` is "True" (None: not there)."""
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return bool(condition.get("status") == "True")
+    return None
 
 
 def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
@@ -318,6 +341,14 @@ def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
     for node in snapshot.nodes:
         labels = objects.labels(node)
         name = objects.name(node)
+        claim = v1_claims.get(name)
+        taints = _taints(node)
+        managed = wk.NODEPOOL in labels
+        registered = not managed or (not any(is_unregistered(t) for t in taints)
+                                     and (claim is None or claim.registered is not False))
+        initialized = registered and (claim is None or claim.initialized is not False)
+        if not initialized:  # v1.14.1 `StateNode.Taints`: a starting node's ephemeral taints are not read
+            taints = tuple(t for t in taints if t.key not in EPHEMERAL_TAINT_KEYS)
         fleet.nodes[name] = FleetNode(
             name=name,
             provisioner=labels.get(wk.PROVISIONER_NAME),
@@ -329,10 +360,12 @@ def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
             annotations={**claims.get(name, {}), **objects.annotations(node)},
             deleting=objects.is_deleting(node),
             nodepool=labels.get(wk.NODEPOOL),
-            claim=v1_claims.get(name),
+            claim=claim,
             ready=_ready(node),
-            taints=_taints(node),
+            taints=taints,
             allocatable=_allocatable(node),
+            registered=registered,
+            initialized=initialized,
         )
     shapes = _Shapes()
     volumes = SnapshotVolumes.of(snapshot)

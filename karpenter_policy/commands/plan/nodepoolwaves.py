@@ -46,7 +46,17 @@ the order of its time — the nodes that expire between two polls go before the 
   `terminationGracePeriod`: then it is a candidate all the same (`NewCandidate`, the eventual disruption class) and
   its drain ends after that period at the latest —, when its pods would not all schedule (drift.go:93), or by a
   budget that allows no `Drifted` disruption for as far ahead as the budgets' schedules repeat (a week, or a year):
-  the rollout never finishes. A blocked candidate that expires later goes by expiry.
+  the rollout never finishes. A blocked candidate that expires later goes by expiry;
+* a snapshot's node **not registered or not initialized yet** (`FleetNode.initialized`: the
+  `karpenter.sh/unregistered` taint, or its NodeClaim's `Registered`/`Initialized` not "True") is no candidate
+  until it is (`ValidateNodeDisruptable`: "node isn't initialized"), assumed `--node-startup` after its NodeClaim's
+  creation; it counts toward its NodePool's total from then (`BuildDisruptionBudgetMapping` counts initialized
+  nodes), and until then it is in flight to the room (pods provisioned onto it; a command whose pods would go onto it
+  waits, `UninitializedNodeError`). Its expiry deletes it whatever its state, as the expiration controller does.
+* a reserved node's **capacity reservation gets its room back when the instance is terminated** — after its drain,
+  the wave's end for that node (`MarkTerminated`, from the termination controller), not when its command starts —
+  and a capacity block is read at each launch's time (`expiring` from 40 minutes before its end):
+  `ReservedLaunches.advance` at every poll and every forceful deletion.
 
 A pod with a claim is placed with its volumes' zones in its required terms wherever it goes, and one v1.14.1 ignores
 for its claims is left pending when a forceful deletion's pods are provisioned for (`FleetPod.provisioned`;
@@ -163,8 +173,8 @@ class _Pools:
     def __init__(self, fleet: Fleet) -> None:
         self.total: Counter[str] = Counter()
         self.disrupting: Counter[str] = Counter()
-        for node in fleet.nodes.values():
-            if node.nodepool is not None and not node.deleting:
+        for node in fleet.nodes.values():  # a node not initialized counts once it is (`launch`'s "ready")
+            if node.nodepool is not None and not node.deleting and node.initialized:
                 self.total[node.nodepool] += 1
                 self.disrupting[node.nodepool] += not node.ready
         self.events: list[tuple[float, str, str]] = []  # (when, "gone" | "ready" | "disrupting", pool)
@@ -252,6 +262,15 @@ def _offset(drift: NodeDrift, start: dt.datetime) -> float:
     return max(0.0, ((drift.expires_at or start) - start).total_seconds())
 
 
+def _initialized_at(node: FleetNode, start: dt.datetime, timing: Timing) -> float:
+    """When a snapshot's node not initialized yet is assumed to be (seconds from the start): `--node-startup` after
+    its NodeClaim's creation (else the Node's; neither: after the start), at the start at the earliest."""
+    claim = node.claim
+    born = claim.created if claim is not None and claim.created is not None else node.created
+    since = (born - start).total_seconds() if born is not None else 0.0
+    return max(0.0, since + timing.node_startup)
+
+
 def _drifted_since(node: FleetNode, start: dt.datetime) -> dt.datetime:
     """When Karpenter marked the node drifted: its NodeClaim's Drifted condition's time, else the change (`start`)."""
     claim = node.claim
@@ -312,8 +331,18 @@ class _Planner:
         self.timing, self.pdbs, self.replacements = timing, pdbs, replacements
         self.pools = _Pools(fleet)
         self.state = PdbState(pdbs)
+        #: the snapshot's NodePool nodes not initialized yet → when they will be (seconds from the start)
+        self.starting = {name: _initialized_at(node, start, timing) for name, node in sorted(fleet.nodes.items())
+                         if node.nodepool is not None and not node.deleting and not node.initialized}
+        for name, at in self.starting.items():
+            self.pools.events.append((at, "ready", fleet.nodes[name].nodepool or ""))
+            self.rollout.notes.append(
+                f"node {name}: {'not registered' if not fleet.nodes[name].registered else 'not initialized'} yet "
+                f"(v1.14.1: no disruption candidate before it is initialized): drift waits for it, assumed "
+                f"initialized at {start + dt.timedelta(seconds=at):%Y-%m-%dT%H:%M:%SZ} (--node-startup after its "
+                "creation); the pods the plan places may go onto it as onto a node in flight")
         self.room = Room(fleet, replacements.templates,
-                         2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16 + added, "nodeclaim")
+                         2 * sum(len(fleet.moved_pods(n)) for n in drift) + 16 + added, "nodeclaim", self.starting)
         if replacements.reserved is not None:  # a node deleted gives its capacity reservation one back
             self.room.on_remove = replacements.reserved.release
         #: nodes deleted when they expire (seconds from the start), not drift candidates (any more)
@@ -330,6 +359,7 @@ class _Planner:
         `Solve`: in-flight nodes too), then new nodes."""
         wave = Wave(len(self.rollout.waves), self.start + dt.timedelta(seconds=at), method, list(names),
                     replaced_first=False)
+        self.advance(at)
         movable: list[FleetPod] = []
         seconds = 0.0
         drains = []
@@ -362,6 +392,12 @@ class _Planner:
         record_drains(self.state, self.pdbs, drains, wave, self.timing, at)
         self.pools.launch(launched, at + wave.seconds)
         add_wave(self.rollout, wave)
+
+    def advance(self, at: float) -> None:
+        """The capacity reservations as they are `at` seconds from the start (`ReservedLaunches.advance`): room
+        given back by the instances terminated by then, capacity blocks `expiring` by then."""
+        if self.replacements.reserved is not None:
+            self.replacements.reserved.advance(at)
 
     def launch_static(self, added: Sequence[Replacement], templates: Mapping[str, NodeClaimTemplate]) -> None:
         """Static provisioning's new nodes, launched at the start (no pod scheduled: v1.14.1 creates the NodeClaims
@@ -458,6 +494,10 @@ class _Planner:
         the time they will be (it waits: `UninitializedNodeError`); else started (True) — replace before delete,
         its pods onto the other nodes' room first, new nodes for the rest (`SimulateScheduling`)."""
         name = candidate.name
+        starting = self.starting.get(name, 0.0)
+        if starting > now:  # not initialized: no candidate yet (v1.14.1 `ValidateNodeDisruptable`)
+            self.waiting[name] = (self.room.version, starting)
+            return starting
         drain = self.drain(candidate)  # the snapshot's steady state: blocked for good
         if drain.blocked is not None:
             self.held(candidate, drain.blocked)
@@ -493,7 +533,7 @@ class _Planner:
         later = self.drain(candidate, now + startup, wait=False)  # it drains once its replacements are initialized
         if later.blocked is None:
             drain = later
-        self.room.remove([name])
+        self.room.remove([name], now + startup + drain.seconds)  # terminated once drained: its reservation's room
         if drain.evictions is not None:
             self.state.record(drain.evictions, pod_startup=self.timing.pod_startup)
         wave = Wave(len(self.rollout.waves), self.start + dt.timedelta(seconds=now), DRIFT, [name], launched,
@@ -535,6 +575,7 @@ class _Planner:
             if not lines:
                 break
             self.pools.advance(now)
+            self.advance(now)
             started, waits = self.poll(lines, now)
             if not lines:
                 break

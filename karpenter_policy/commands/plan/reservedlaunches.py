@@ -16,19 +16,27 @@ else the saved `--capacity-reservations` answer); the room of each is the answer
 (`capacityreservations.available_count`) — v1.14.1's `status.capacityReservations` carries no count, so without the
 answer (or without the reservation in it) no room is assumed and a note says so. :class:`ReservedLaunches` keeps the
 count for the whole plan: each replacement launched into a reservation takes one (:meth:`ReservedLaunches.take`), each
-node in a reservation the plan deletes gives one back (:meth:`ReservedLaunches.release`, called by the room), and the
-templates offered to each scheduling run carry the reserved offerings with the room left then
-(:meth:`ReservedLaunches.templates`). Pure (no I/O).
+node in a reservation the plan deletes gives one back when its instance is terminated — after its drain, in the
+plan's virtual time (:meth:`ReservedLaunches.release`, called by the room with that time; given by
+:meth:`ReservedLaunches.advance` once the plan reaches it), as v1.14.1's termination controller calls
+`MarkTerminated` — and the templates offered to each scheduling run carry the reserved offerings with the room left
+then (:meth:`ReservedLaunches.templates`). A capacity block's state is read at each moment the plan advances to, not
+only at `--start`: `expiring` (no offering) from 40 minutes before its end. Pure (no I/O).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import heapq
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from karpenter_policy.cloud.capacityreservations import (
+    EXPIRATION_PERIOD,
+    STATE_EXPIRING,
+    TYPE_CAPACITY_BLOCK,
     CapacityReservation,
     ReservedOffering,
     available_count,
@@ -71,6 +79,9 @@ class ReservedLaunches:
                  build: Callable[[str, InstanceTable], NodeClaimTemplate], *, now: dt.datetime,
                  enabled: bool = True, redact: bool = False) -> None:
         self.types, self.region, self.build, self.redact = tuple(types), region, build, redact
+        self.start = now
+        #: (seconds from the start, reservation id): room given back when the instance is terminated, not before
+        self._due: list[tuple[float, str]] = []
         #: template name (`NodePool/<name>`) → the reservations (with a known count) its replacements may take
         self.pools: dict[str, tuple[CapacityReservation, ...]] = {}
         #: reservation id → its room now
@@ -83,7 +94,7 @@ class ReservedLaunches:
         self.version = 0
         self._zones = {t.name: frozenset(o.zone for o in t.offerings) for t in self.types}
         self._on_demand = {t.name: t.price_on_demand for t in self.types if t.price_on_demand is not None}
-        self._built: dict[tuple[str, tuple[int, ...]], NodeClaimTemplate] = {}
+        self._built: dict[tuple[str, tuple[int, ...], tuple[str, ...]], NodeClaimTemplate] = {}
         if not enabled:
             return
         by_id = {str(raw.get("CapacityReservationId")): raw for raw in described or ()}
@@ -143,7 +154,7 @@ class ReservedLaunches:
             if found is None:
                 out.append(template)
                 continue
-            key = (template.name, tuple(self.room.get(r.id, 0) for r in found))
+            key = (template.name, tuple(self.room.get(r.id, 0) for r in found), tuple(r.state for r in found))
             built = self._built.get(key)
             if built is None:
                 types = with_reserved_offerings(self.types, self._offerings(template.name))
@@ -171,10 +182,38 @@ class ReservedLaunches:
         self.held[node] = reservation_id
         self.version += 1
 
-    def release(self, nodes: Collection[str]) -> None:
-        """The nodes are deleted: each in a tracked reservation gives it one back (`MarkTerminated`)."""
+    def release(self, nodes: Collection[str], at: float | None = None) -> None:
+        """The nodes are deleted: each in a tracked reservation gives it one back (`MarkTerminated`) when its instance
+        is terminated — `at` seconds from the start (its drain's end; None: now); :meth:`advance` gives it."""
         for node in nodes:
             rid = self.held.pop(node, None)
-            if rid is not None:
+            if rid is None:
+                continue
+            if at is None:
                 self.room[rid] += 1
                 self.version += 1
+            else:
+                heapq.heappush(self._due, (at, rid))
+
+    def advance(self, at: float) -> None:
+        """The plan's virtual time reached `at` seconds from the start: the instances terminated by then give their
+        reservations' room back, and a capacity block within 40 minutes of its end is `expiring` from then on
+        (v1.14.1's `capacityReservationExpirationPeriod`): no launch takes it any more."""
+        while self._due and self._due[0][0] <= at:
+            _, rid = heapq.heappop(self._due)
+            self.room[rid] += 1
+            self.version += 1
+        moment = self.start + dt.timedelta(seconds=at)
+        for pool, found in list(self.pools.items()):
+            if not any(_expires(r, moment) for r in found):
+                continue
+            self.pools[pool] = tuple(dataclasses.replace(r, state=STATE_EXPIRING) if _expires(r, moment) else r
+                                     for r in found)
+            self.version += 1
+
+
+def _expires(found: CapacityReservation, moment: dt.datetime) -> bool:
+    """Whether a capacity block not `expiring` yet is by `moment`."""
+    return (found.reservation_type == TYPE_CAPACITY_BLOCK and found.state != STATE_EXPIRING
+            and found.end_time is not None
+            and found.end_time - moment <= EXPIRATION_PERIOD)

@@ -17,9 +17,11 @@ with the time they are initialized at. A disruption command's plan that puts a p
 (:meth:`Room.uninitialized`) is not carried out: Karpenter's simulation refuses it (v0.31.1
 `deprovisioning/helpers.go:115`, "would schedule against a non-initialized node"; v1.14.1
 `disruption/helpers.go:138`, `UninitializedNodeError`) and the candidate waits. The snapshot's nodes count as
-initialized. :meth:`Room.would_wait` tells, without a scheduling run, that a command's plan surely puts a pod on
-a node not initialized (a run only fills nodes: a pod that the initialized nodes cannot take goes onto one not
-initialized that takes it), so a dense fleet's waiting candidates cost no run each.
+initialized, but those a v1 plan is told are still starting (`starting`: a NodePool's node not registered or not
+initialized yet), which are in flight as a replacement is until then. :meth:`Room.would_wait` tells, without a
+scheduling run, that a command's plan surely puts a pod on a node not initialized (a run only fills nodes: a pod
+that the initialized nodes cannot take goes onto one not initialized that takes it), so a dense fleet's waiting
+candidates cost no run each.
 
 The scheduler asks existing nodes first fit, in its order (by name); a replacement is offered after the
 snapshot's nodes (its name is made to sort last: the controller's names are not known before). Offering every
@@ -38,7 +40,7 @@ fleet (HEAD's limits are checked against the replacements alone, as before).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from itertools import islice
 
 from karpenter_policy.commands.plan.fleet import Fleet, FleetNode, FleetPod
@@ -63,16 +65,17 @@ class Room:
     """The nodes the plan has not deleted and what their pods request (see the module docstring)."""
 
     def __init__(self, fleet: Fleet, templates: Sequence[NodeClaimTemplate], extra: int,
-                 kind: str = "replacement") -> None:
+                 kind: str = "replacement", starting: Mapping[str, float] | None = None) -> None:
         """`extra`: how many replacements are offered room at most (slots kept for them in first-fit order; later ones
         take no more pods); `kind`: how their names begin (a plan with two rooms — Provisioners' and NodePools' —
-        names their replacements apart)."""
+        names their replacements apart); `starting`: the snapshot's nodes not initialized yet (in flight) → when
+        each will be (seconds from the start)."""
         self._templates = {t.name: t for t in templates}
         #: whether the scheduler over these templates relaxes a pod into tolerating PreferNoSchedule taints
         self._tolerate = any(t.effect == PREFER_NO_SCHEDULE for template in templates for t in template.taints)
         self._kind = kind
         #: told of the nodes each `remove` deletes (the reservations they were in get room back: `reservedlaunches`)
-        self.on_remove: Callable[[Collection[str]], None] | None = None
+        self.on_remove: Callable[[Collection[str], float | None], None] | None = None
         #: how many times the room changed (nodes gone, pods moved, nodes launched): a plan made at the same count is
         #: the same plan
         self.version = 0
@@ -107,8 +110,9 @@ class Room:
         capacities = [(n.allocatable, n.requested) if n is not None else (ZERO, ZERO) for n in self._nodes]
         self._first_fit = FirstFit(capacities + [(ZERO, ZERO)] * max(extra, 0))
         self._launched = 0
-        #: when each replacement is initialized (seconds from the plan's start; the snapshot's nodes: not here)
-        self._ready: dict[str, float] = {}
+        #: when each replacement is initialized (seconds from the plan's start; the snapshot's nodes: only those
+        #: `starting`)
+        self._ready: dict[str, float] = {name: at for name, at in (starting or {}).items() if name in self._position}
 
     def _type_allocatable(self, node: FleetNode) -> Vector | None:
         """The node's type's allocatable under its own template's node arithmetic, else the first template's
@@ -147,11 +151,13 @@ class Room:
         """Whether the node's replacement would move any pod (:meth:`moved_pods` is not empty)."""
         return bool(self._moved.get(name))
 
-    def remove(self, names: Collection[str]) -> None:
-        """The nodes are gone (deleted by a wave): no room any more, their labels no topology domain."""
+    def remove(self, names: Collection[str], terminated: float | None = None) -> None:
+        """The nodes are gone (deleted by a wave): no room any more, their labels no topology domain; their instances
+        are terminated `terminated` seconds from the start (after their drains; None: now), which :attr:`on_remove`
+        is told."""
         self.version += 1
         if self.on_remove is not None:
-            self.on_remove(names)
+            self.on_remove(names, terminated)
         for name in names:
             self._stamp[name] = self.version
             self._moved.pop(name, None)

@@ -702,7 +702,7 @@ def finish_wave(
     launched, failures = placed.replacements, placed.failures
     wave.landings = placed.landings
     if room is not None:
-        room.remove(wave.nodes)
+        room.remove(wave.nodes, at + drain_seconds)  # terminated once drained
     scheduled = [p for p in movable if p.pod is not None]
     for index, why in sorted(failures.items()):
         pod = scheduled[index]

@@ -39,7 +39,7 @@ from karpenter_policy.model.allocatable import node_labels
 from karpenter_policy.model.pools import pool_of_labels
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.model.resources import format_quantity, parse_quantity
-from karpenter_policy.model.taints import UNREGISTERED, Taint, with_unregistered
+from karpenter_policy.model.taints import EPHEMERAL_TAINT_KEYS, UNREGISTERED, Taint, with_unregistered
 from karpenter_policy.scheduling import NodeClaimTemplate
 from karpenter_policy.scheduling.templates import node_configuration
 from karpenter_policy.scheduling.vectors import RESOURCES, Vector, to_decimal, to_vector
@@ -51,14 +51,6 @@ ANNOTATION_INSTANCE = "karpenter-policy/instance-id"
 ANNOTATION_NODE_HASH = "karpenter-policy/node-hash"
 #: The image the instance was launched with: a node whose node template now resolves another has drifted.
 ANNOTATION_IMAGE = "karpenter-policy/image-id"
-#: Taints the kubelet and cloud controller put on a node that is starting (Karpenter's `KnownEphemeralTaints`), and
-#: v1.14.1's `karpenter.sh/unregistered` among them (core pkg/scheduling/taints.go:43; only a NodePool's node has it).
-EPHEMERAL_TAINT_KEYS = (
-    wk.TAINT_NOT_READY,
-    wk.TAINT_UNREACHABLE,
-    wk.TAINT_UNINITIALIZED,
-    wk.TAINT_UNREGISTERED,
-)
 _ALWAYS_LISTED = ("cpu", "memory", "ephemeral-storage", "pods")
 
 
