@@ -126,10 +126,19 @@ def disruption_budget(pdb: Obj, pods: Iterable[Obj]) -> Budget:
 
 def _budget(pdb: Obj, members: Iterable[Obj]) -> Budget:
     """The budget over `members`, pods it selects (those finished left out)."""
-    selected = [pod for pod in members if (pod.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES]
+    selected = [pod for pod in members if counted(pod)]
+    return budget_of(pdb, len(selected), sum(1 for pod in selected if is_healthy(pod)))
+
+
+def counted(pod: Obj) -> bool:
+    """Whether a budget that selects the pod counts it: every pod but a finished one."""
+    return (pod.get("status") or {}).get("phase") not in wk.TERMINAL_PHASES
+
+
+def budget_of(pdb: Obj, selected: int, healthy: int) -> Budget:
+    """The budget given how many of the pods it selects are :func:`counted`, and how many of those are healthy."""
     spec: dict[str, Any] = pdb.get("spec") or {}
-    expected = max(len(selected), int((pdb.get("status") or {}).get("expectedPods") or 0))
-    healthy = sum(1 for pod in selected if is_healthy(pod))
+    expected = max(selected, int((pdb.get("status") or {}).get("expectedPods") or 0))
     if spec.get("maxUnavailable") is not None:
         desired = max(0, expected - scaled_value(spec["maxUnavailable"], expected))
     else:

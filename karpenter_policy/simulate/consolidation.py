@@ -75,6 +75,7 @@ from karpenter_policy.commands.plan.snapshot import Snapshot
 from karpenter_policy.commands.plan.volumes import kinds_read
 from karpenter_policy.commands.plan.waves import Timing, drain_of
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.budgetcounts import BudgetCounts
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.kube.volumes import VOLUME_KINDS
 from karpenter_policy.model import labels as wk
@@ -98,7 +99,7 @@ from karpenter_policy.reconcile.disruption.queue import Commands, Underway, runs
 from karpenter_policy.reconcile.disruption.view import disruption_view
 from karpenter_policy.reconcile.options import DEFAULT_VALIDATION
 from karpenter_policy.reconcile.state import nodes as node_info
-from karpenter_policy.reconcile.state.cluster import ClusterState
+from karpenter_policy.reconcile.state.cluster import Change, ClusterState
 from karpenter_policy.reconcile.state.records import NodeRecord
 from karpenter_policy.reconcile.state.rescheduled import movable
 from karpenter_policy.reconcile.templates import Templates
@@ -230,6 +231,9 @@ class _Run:
         self.result.notes += notes
         self.state = ClusterState()
         self.pdbs = list(snapshot.pdbs)
+        #: the budgets' counts, moved by every pod change the state applies from here on (the snapshot's pods too)
+        self.pdb_counts = BudgetCounts(self.pdbs)
+        self.state.subscribe(self._counted)
         self.decider = Decider(SchedulerOptions())
         self.workload = {p.key: p.workload for pods in fleet.pods_on.values() for p in pods}
         #: when a pod was last bound to or left each node (Karpenter v1's consolidateAfter counts from it)
@@ -252,6 +256,12 @@ class _Run:
                 self.state.apply(kind, "ADDED", item)
         self._launches = self._provisioned = 0
 
+    def _counted(self, change: Change) -> None:
+        """A pod's change moves the budgets' counts (`kube.budgetcounts`)."""
+        if change.kind == "pod":
+            self.pdb_counts.change(change.before.obj if change.before is not None else None,
+                                   change.after.obj if change.after is not None else None)
+
     def inputs(self) -> Inputs:
         view = disruption_view(self.state)
         pending = []
@@ -261,7 +271,8 @@ class _Run:
             except PodSpecError:
                 continue
         return Inputs(view, self.templates, self.pdbs, self.now, self.underway.protected(), pending=pending,
-                      pod_events=self.pod_events, disrupting=self.underway.disrupting())
+                      pod_events=self.pod_events, disrupting=self.underway.disrupting(),
+                      pdb_budgets=self.pdb_counts.budgets())
 
     def not_candidates(self, blocked: Mapping[str, str]) -> None:
         """Why each Karpenter node left after the moves is not taken: the last decision's reasons (a budget,

@@ -1,13 +1,16 @@
 """`plan`'s consolidation answers the same with the decisions' shortcuts as without them: the existing nodes with
 room for a simulation's smallest pod read from a per-decision index (`DisruptionView.with_room`) instead of a scan
-of every node per simulation, each PodDisruptionBudget counted over the pods its selector's groups hold
-(`kube.disruption.disruption_budgets`) without matching each pod again, and each simulation's runs starting from one
-set-up, the simulations sharing what they read of their templates (`scheduling.TemplateParts`). On generated
-NodePool fleets (two pools, budgets, PodDisruptionBudgets over the workloads), the plan's whole JSON is
-byte-identical with the shortcuts replaced by the plain scans and set-ups they stand for."""
+of every node per simulation, each PodDisruptionBudget's counts kept up to date pod change by pod change
+(`kube.budgetcounts.BudgetCounts`) instead of counted over every pod at each decision — and where counted, over the
+pods its selector's groups hold (`kube.disruption.disruption_budgets`) without matching each pod again —, and each
+simulation's runs starting from one set-up, the simulations sharing what they read of their templates
+(`scheduling.TemplateParts`). On generated NodePool fleets (two pools, budgets, PodDisruptionBudgets over the
+workloads), the plan's whole JSON is byte-identical with the shortcuts replaced by the plain scans and set-ups they
+stand for."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,9 +25,11 @@ from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.kube import disruption
 from karpenter_policy.kube.objects import Obj
+from karpenter_policy.reconcile.disruption.decider import Inputs
 from karpenter_policy.reconcile.disruption.view import DisruptionView
 from karpenter_policy.scheduling import ExistingNode
 from karpenter_policy.scheduling.vectors import Vector, add, fits
+from karpenter_policy.simulate import consolidation
 from karpenter_policy.simulate.consolidation import consolidate_now
 from tests.plan.snapshots import pdb, pod, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
@@ -51,6 +56,14 @@ def _each_budget(pdbs: Sequence[Obj], pods: Any) -> list[disruption.Budget]:
     """What `disruption_budgets` stands for: each budget over every pod."""
     listed = list(pods)
     return [disruption.disruption_budget(budget, listed) for budget in pdbs]
+
+
+_inputs = consolidation._Run.inputs
+
+
+def _recounted(run: Any) -> Inputs:
+    """What the kept counts stand for: the decision counts every budget over every pod."""
+    return dataclasses.replace(_inputs(run), pdb_budgets=None)
 
 
 def _plan(root: Path, fleet: list[tuple[str, str, list[tuple[str, str]]]], allowed: int) -> str:
@@ -80,6 +93,7 @@ def test_the_plan_is_byte_identical_without_the_shortcuts(
     with tempfile.TemporaryDirectory() as directory:
         fast = _plan(Path(directory) / "fast", fleet, allowed)
         with mock.patch.object(DisruptionView, "with_room", _scan), \
-                mock.patch.object(disruption, "disruption_budgets", _each_budget), nothing_shared():
+                mock.patch.object(disruption, "disruption_budgets", _each_budget), \
+                mock.patch.object(consolidation._Run, "inputs", _recounted), nothing_shared():
             plain = _plan(Path(directory) / "plain", fleet, allowed)
     assert fast.replace("/fast/", "/") == plain.replace("/plain/", "/")

@@ -77,6 +77,7 @@ from karpenter_policy.api.v1.statichash import static_drift, static_hash_annotat
 from karpenter_policy.cloud.provider import Instance, Network
 from karpenter_policy.kube import disruption as budgets
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.disruption import Budget
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType
@@ -296,6 +297,9 @@ class Inputs:
     disrupting: frozenset[str] = frozenset()
     #: The static NodePools' templates (`Context.static_template_sets`): static drift's, never a simulation's.
     static: Templates = field(default_factory=Templates)
+    #: Each of `budgets`, in their order, as counted now over the view's pods by a caller that keeps the counts up to
+    #: date (`kube.budgetcounts.BudgetCounts`); None: the decision counts them over every pod.
+    pdb_budgets: Sequence[Budget] | None = None
 
 
 #: A NodePool's consolidation policies (core pkg/apis/v1/nodepool.go at v1.14.1) and `consolidateAfter: Never`.
@@ -378,10 +382,12 @@ class Decider:
     def candidates(self, inputs: Inputs, decision: Decision) -> list[Candidate]:
         """Our initialized nodes that may be disrupted; the others that are blocked go to `decision.blocked`."""
         view = inputs.view
+        counted = inputs.pdb_budgets  # kept up to date by the caller, else counted over every pod now
+        if counted is None and inputs.budgets:
+            counted = budgets.disruption_budgets(inputs.budgets, view.pods)
         exhausted = [  # the budgets that allow no disruption now (each computed once, not once per pod)
-            pdb for pdb, budget in zip(inputs.budgets, budgets.disruption_budgets(inputs.budgets, view.pods),
-                                       strict=True) if budget.disruptions_allowed < 1
-        ] if inputs.budgets else []
+            pdb for pdb, budget in zip(inputs.budgets, counted, strict=True) if budget.disruptions_allowed < 1
+        ] if inputs.budgets and counted is not None else []
         found = []
         for name, node in sorted(view.nodes.items()):
             if not node.ours or node.deleting or name in inputs.protected or name in inputs.disrupting:

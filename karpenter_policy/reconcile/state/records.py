@@ -81,6 +81,9 @@ class PodRecord:
     annotations: Mapping[str, str]
     disruption_cost: float  # Karpenter's eviction cost (`pods.disruption_cost`)
     obj: Obj = field(repr=False)
+    #: whether a volume of the pod goes through a PersistentVolumeClaim (`pods.volume_claims`; read once, as every
+    #: disruption decision asks it of every candidate's pods)
+    claims: bool = False
 
     @property
     def key(self) -> str:
@@ -96,11 +99,6 @@ class PodRecord:
     def terminal(self) -> bool:
         """Whether the pod finished (Succeeded or Failed)."""
         return self.phase in wk.TERMINAL_PHASES
-
-    @property
-    def claims(self) -> bool:
-        """Whether a volume of the pod goes through a PersistentVolumeClaim (`pods.volume_claims`)."""
-        return bool(pod_info.volume_claims(self.obj))
 
     @property
     def daemon(self) -> bool:
@@ -188,6 +186,7 @@ def pod_record(obj: Any) -> PodRecord:
         annotations=_string_map(meta.get("annotations")),
         disruption_cost=pod_info.disruption_cost(obj),
         obj=obj,
+        claims=bool(pod_info.volume_claims(obj)),
     )
 
 
