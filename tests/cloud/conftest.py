@@ -15,6 +15,8 @@ from typing import Any
 import boto3
 import pytest
 import urllib3
+from moto.core.base_backend import backend_lock
+from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
 
 from karpenter_policy.catalog import load_catalog
@@ -193,6 +195,19 @@ def _pricing_stub(env: AwsEnv) -> Any:
     return respond
 
 
+def reset_moto(moto_url: str) -> None:
+    """moto's state emptied for the next test, every service's as `/moto-api/reset` empties it, its EC2 made again
+    only when the test first asks for it — with the region's default AMIs (1,300 in us-east-1, each with its EBS
+    snapshot), loaded once, not twice. moto's reset re-initialises each backend in place (AMIs loaded) so that a
+    caller holding one sees the new state (getmoto/moto#6592), then forgets it, and the next request makes a new
+    one (loaded again). Nothing in this process holds an EC2 backend across tests (the tests speak to moto over
+    HTTP; `simulate`'s server looks its backend up per request), so EC2's is forgotten without that first load;
+    the other services' reset is moto's own."""
+    with backend_lock:
+        ec2_backends.clear()
+    urllib3.PoolManager().request("POST", f"{moto_url}/moto-api/reset")
+
+
 @functools.cache
 def moto_ec2(moto_url: str) -> Any:
     """A boto3 EC2 client straight to moto, made once per process (14 ms of CPU a client, and its connection): it
@@ -213,7 +228,7 @@ def amis(moto_url: str) -> tuple[str, str]:
 @pytest.fixture()
 def aws(fault_proxy: FaultProxy, moto_url: str, amis: tuple[str, str]) -> AwsEnv:
     fault_proxy.reset()
-    urllib3.PoolManager().request("POST", f"{moto_url}/moto-api/reset")
+    reset_moto(moto_url)
     ec2 = moto_ec2(moto_url)
     tags = [{"Key": k, "Value": v} for k, v in DISCOVERY.items()]
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
