@@ -17,8 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from karpenter_policy.api.violations import INVALID_WORKLOAD
-from karpenter_policy.checks.source.workloads import WorkloadError, workload_from_data
-from tests.checks.source.test_resource_refusals import deployment, main, read, resources
+from tests.checks.source.test_resource_refusals import (
+    assert_admitted,
+    assert_refused_at,
+    main,
+    read,
+    resources,
+)
 
 HUGE = "hugepages-2Mi"
 
@@ -130,22 +135,12 @@ ADMITTED: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_each_pod_level_refusal_is_an_invalid_workload_at_its_field(case: str) -> None:
-    spec, path, words = REFUSED[case]
-    found = read(spec)
-    assert found.workloads == [], "a pod the API server refuses must not be placed"
-    errors = [f for f in found.findings if f.rule == INVALID_WORKLOAD]
-    assert errors and all(f.severity == "error" for f in errors)
-    assert any(words in f.message for f in errors), [f.message for f in errors]
-    with pytest.raises(WorkloadError) as raised:
-        workload_from_data(deployment(spec))
-    every = [(raised.value.path, raised.value.message), *raised.value.also]
-    assert any(p == ("spec", "template", "spec", *path) and words in m for p, m in every), every
+    assert_refused_at(*REFUSED[case])
 
 
 @pytest.mark.parametrize("case", sorted(ADMITTED))
 def test_what_the_api_server_admits_at_pod_level_is_read_and_placed(case: str) -> None:
-    found = read(ADMITTED[case])
-    assert [f.message for f in found.findings] == [] and len(found.workloads) == 1
+    assert_admitted(ADMITTED[case])
 
 
 # --- the property -----------------------------------------------------------------------------------------------

@@ -162,7 +162,16 @@ def read(spec: dict[str, Any]) -> Any:
 def test_each_refusal_is_an_invalid_workload_at_its_field_and_never_placed(case: str) -> None:
     """One per rule of ValidateResourceRequirements (init containers, sidecars, overhead and pod-level resources
     too): an error at the field, in the API server's words; the workload is not among those placed."""
-    spec, path, words = REFUSED[case]
+    assert_refused_at(*REFUSED[case])
+
+
+@pytest.mark.parametrize("case", sorted(ADMITTED))
+def test_what_the_api_server_admits_is_read_and_placed(case: str) -> None:
+    assert_admitted(ADMITTED[case])
+
+
+def assert_refused_at(spec: dict[str, Any], path: tuple[str | int, ...], words: str) -> None:
+    """`spec` is an `invalid-workload` error saying `words`, at `path` from the pod spec, and is not placed."""
     found = read(spec)
     assert found.workloads == [], "a pod the API server refuses must not be placed"
     errors = [f for f in found.findings if f.rule == INVALID_WORKLOAD]
@@ -174,9 +183,9 @@ def test_each_refusal_is_an_invalid_workload_at_its_field_and_never_placed(case:
     assert any(p == ("spec", "template", "spec", *path) and words in m for p, m in every), every
 
 
-@pytest.mark.parametrize("case", sorted(ADMITTED))
-def test_what_the_api_server_admits_is_read_and_placed(case: str) -> None:
-    found = read(ADMITTED[case])
+def assert_admitted(spec: dict[str, Any]) -> None:
+    """`spec` is read without a finding and placed."""
+    found = read(spec)
     assert [f.message for f in found.findings] == [] and len(found.workloads) == 1
 
 
