@@ -223,3 +223,41 @@ def test_registration_removes_only_the_unregistered_taint_and_labels_the_node(ta
                   "spec": {"taints": patch.get("spec", node["spec"])["taints"]}}
     assert not node_info.awaiting_registration(registered)
     assert node_info.registered_patch(registered) is None
+
+
+def test_a_controller_killed_before_registration_registers_the_node_after_its_restart_and_launches_nothing_more(
+    kubectl: Kubectl, tmp_path: Path, closing: Closing,
+) -> None:
+    """A kill in the middle: the controller stops once its node is written with karpenter.sh/unregistered and before
+    the claim registers (the pod unbound, held for that node). The next process adopts the node and its claim,
+    registers it (taint gone, label set) and binds the pod there — one node, one instance: nothing launched twice,
+    the pod never bound to a tainted node."""
+    compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
+    kubectl.cluster.create(objects.NODE_POOL, {"metadata": {"name": "default"}, "spec": {}})
+    scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
+    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    first = scene.controller()
+    for _ in range(120):
+        scene.step(first)
+        nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        if nodes and UNREGISTERED in _taints(nodes[0]):
+            break
+        scene.advance(1.0)
+    else:
+        pytest.fail("the NodePool's node was never written with karpenter.sh/unregistered")
+    assert not _pod_node(kubectl), "the pod was bound before its node registered"
+    second = scene.controller()  # the restart: a new process, nothing of the first one's memory
+    for _ in range(120):
+        scene.advance(1.0)
+        scene.step(second)
+        node = _node(kubectl)
+        if _pod_node(kubectl):
+            assert UNREGISTERED not in _taints(node), "a pod was bound to a node still carrying the taint"
+            break
+    else:
+        pytest.fail("the restarted controller never bound the pod")
+    node = _node(kubectl)
+    assert _pod_node(kubectl) == objects.name(node)
+    assert objects.labels(node)[wk.REGISTERED] == "true"
+    assert len(json.loads(kubectl("get", "nodeclaims", "-o", "json").stdout)["items"]) == 1
+    assert len(scene.instances()) == 1
