@@ -1235,21 +1235,14 @@ def diff_command(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _workloads_of(side: Side, workload_paths: Sequence[str], head: bool = False) -> list[LocatedWorkload]:
-    """A side's workloads; on HEAD (`head`), those whose pod spec cannot be read or the API server refuses are
-    `invalid-workload` errors of HEAD's report (left out of the comparison, never placed)."""
+def side_workloads(side: Side, workload_paths: Sequence[str]) -> tuple[list[LocatedWorkload], list[Finding]]:
+    """A side's workloads, and the `invalid-workload` errors of those left out — their pod spec cannot be read or
+    the API server refuses it: never placed — with their files as read."""
     paths = workload_paths_on(side, workload_paths)
     if not paths:
-        return []
+        return [], []
     found = read_workloads(paths)
-    if head:
-        root = side.workload_root
-        side.report.findings += [
-            replace(f, file=_relative(f.file, root)) if root is not None else f
-            for f in found.findings
-            if f.rule == INVALID_WORKLOAD
-        ]
-    return found.workloads
+    return found.workloads, [f for f in found.findings if f.rule == INVALID_WORKLOAD]
 
 
 def _placements(side: Side, found: Schedule) -> dict[tuple[str, str, str], Placement]:
@@ -1294,8 +1287,11 @@ def _compare_workloads(
     kept under `min_values_policy`); record the ones whose placement differs — provisioner, or how many replicas
     can be placed — and new ones HEAD cannot place, and what the change does to the cost of their nodes. Replicas
     HEAD strands that BASE placed are `workload-unschedulable` errors of HEAD's report."""
-    base_workloads = _workloads_of(result.base, workload_paths)
-    head_workloads = _workloads_of(result.head, workload_paths, head=True)
+    base_workloads, _ = side_workloads(result.base, workload_paths)
+    head_workloads, refused = side_workloads(result.head, workload_paths)
+    root = result.head.workload_root  # HEAD's refusals are errors of its report
+    relative = [replace(f, file=_relative(f.file, root)) for f in refused] if root is not None else refused
+    result.head.report.findings += relative
     unknown = unknown_scale_targets(scale, [*base_workloads, *head_workloads])
     if unknown is not None:
         raise OptionError(unknown)

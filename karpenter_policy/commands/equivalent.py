@@ -34,7 +34,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from karpenter_policy.api.violations import INVALID_WORKLOAD
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.findings import CommandOutput, Finding
 from karpenter_policy.checks.proof.landingset import (
@@ -46,8 +45,7 @@ from karpenter_policy.checks.proof.landingset import (
 )
 from karpenter_policy.checks.proof.provisioners import CheckedProvisioner
 from karpenter_policy.checks.proof.solver import Verdict
-from karpenter_policy.checks.source.workloads import read_workloads
-from karpenter_policy.commands.diff import DiffError, Offering, Side, _Prover, load_side, workload_paths_on
+from karpenter_policy.commands.diff import DiffError, Offering, Side, _Prover, load_side, side_workloads
 from karpenter_policy.commands.flags import DiffFlags
 from karpenter_policy.model.instancetypes import price_key
 
@@ -179,10 +177,7 @@ def prove_equivalent(
     sets = []
     refused: list[list[Finding]] = []
     for side in (base, head):
-        paths = workload_paths_on(side, workload_paths)
-        found = read_workloads(paths) if paths else None
-        workloads = found.workloads if found is not None else []
-        invalid = [f for f in found.findings if f.rule == INVALID_WORKLOAD] if found is not None else []
+        workloads, invalid = side_workloads(side, workload_paths)
         refused.append([replace(f, file=_relative(f.file, side)) for f in invalid])
         sets.append(_by_object(landing_sets(side.checked, workloads, catalog), side))
     before, after = sets

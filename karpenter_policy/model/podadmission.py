@@ -217,21 +217,20 @@ def _pod_level_refusals(spec: Mapping[str, Any]) -> list[Refusal]:
         aggregate = aggregate_container_requests(spec)
     except PodSpecError:
         return refusals  # the reading of the spec refuses it first
-    first_written = _first_written(spec)
-    requests = _entries(resources.get("requests"))
+    requests, limits = _entries(resources.get("requests")), _entries(resources.get("limits"))
     named = {name for name, _, _ in requests}
     # the API server's defaulting: a pod-level huge-pages limit is its request (a cpu or memory limit becomes the
     # request only when no container requests it, and then the aggregate is nothing)
-    defaulted = [(n, w, v) for n, w, v in _entries(resources.get("limits")) if is_hugepages(n) and n not in named]
+    defaulted = [(n, w, v) for n, w, v in limits if is_hugepages(n) and n not in named]
     for name, written, value in sorted([*requests, *defaulted], key=lambda entry: entry[0]):
         total = aggregate.get(name)
         if total is not None and total > value:
-            shown = canonical(total, is_binary(first_written.get(name)))
+            shown = canonical(total, is_binary(_first_written(spec, name)))
             refusals.append(Refusal(
                 ("resources", "requests" if name in named else "limits", name),  # a defaulted one: at its limit
                 f'Invalid value: "{written}": must be greater than or equal to aggregate container requests of {shown}',
             ))
-    pod_limits = {name: (written, value) for name, written, value in _entries(resources.get("limits"))}
+    pod_limits = {name: (written, value) for name, written, value in limits}
     containers = spec.get("containers")
     for index, container in enumerate(containers if isinstance(containers, list) else []):
         own = container.get("resources") if isinstance(container, Mapping) else None
@@ -245,20 +244,19 @@ def _pod_level_refusals(spec: Mapping[str, Any]) -> list[Refusal]:
     return refusals
 
 
-def _first_written(spec: Mapping[str, Any]) -> dict[str, object]:
-    """Each resource as the first container (app containers, then init containers) that asks for it writes it: the
+def _first_written(spec: Mapping[str, Any], name: str) -> object:
+    """`name` as the first container (app containers, then init containers) that asks for it writes it: the
     aggregate keeps that quantity's format (`Quantity.Add` on a copy of the first)."""
-    written: dict[str, object] = {}
     for key in ("containers", "initContainers"):
         containers = spec.get(key)
         for container in containers if isinstance(containers, list) else []:
             own = container.get("resources") if isinstance(container, Mapping) else None
-            if not isinstance(own, Mapping):
-                continue
             for part in ("requests", "limits"):
-                for name, value in (own.get(part) or {}).items() if isinstance(own.get(part), Mapping) else ():
-                    written.setdefault(str(name), value)
-    return written
+                listed = own.get(part) if isinstance(own, Mapping) else None
+                for written_name, value in listed.items() if isinstance(listed, Mapping) else ():
+                    if str(written_name) == name:
+                        return value
+    return None
 
 
 def resource_refusals(spec: Mapping[str, Any]) -> list[Refusal]:

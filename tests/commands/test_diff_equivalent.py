@@ -110,7 +110,7 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _equivalent(repo: Path, catalog: Catalog, head: str = "head", output: str = "text") -> CommandOutput:
+def run_equivalent(repo: Path, catalog: Catalog, head: str = "head", output: str = "text") -> CommandOutput:
     flags = DiffFlags(
         base=str(repo / "base"),
         head=str(repo / head),
@@ -123,7 +123,7 @@ def _equivalent(repo: Path, catalog: Catalog, head: str = "head", output: str = 
 
 
 def test_twelve_pools_merged_into_four_are_equivalent(repo: Path, catalog: Catalog) -> None:
-    result = _equivalent(repo, catalog)
+    result = run_equivalent(repo, catalog)
 
     assert result.exit_code == 0, result.stdout
     assert result.stdout == f"equivalent: 4 workloads land on the same nodes in {repo / 'head'} as in {repo / 'base'}\n"
@@ -132,7 +132,7 @@ def test_twelve_pools_merged_into_four_are_equivalent(repo: Path, catalog: Catal
 def test_a_merge_that_loses_a_zone_gives_the_lost_node_at_file_and_line(repo: Path, catalog: Catalog) -> None:
     (repo / "head" / "policies" / "a.yaml").write_text(_provisioner("team-a", "a", ZONES[:2]))
 
-    result = _equivalent(repo, catalog, output="json")
+    result = run_equivalent(repo, catalog, output="json")
 
     assert result.exit_code == 1
     data = json.loads(result.stdout)
@@ -154,7 +154,7 @@ def test_a_rename_and_a_move_are_equivalent(repo: Path, catalog: Catalog) -> Non
         text = path.read_text().replace("name: team-", "name: pool-")
         (renamed / f"pool-{path.name}").write_text(text)
 
-    result = _equivalent(repo, catalog, head="renamed")
+    result = run_equivalent(repo, catalog, head="renamed")
 
     assert result.exit_code == 0, result.stdout
     assert result.stdout.startswith("equivalent: 4 workloads land on the same nodes")
@@ -163,7 +163,7 @@ def test_a_rename_and_a_move_are_equivalent(repo: Path, catalog: Catalog) -> Non
 def test_a_node_label_added_in_a_merge_is_a_difference(repo: Path, catalog: Catalog) -> None:
     (repo / "head" / "policies" / "b.yaml").write_text(_provisioner("team-b", "b", ZONES, "\n    tier: gold"))
 
-    result = _equivalent(repo, catalog, output="markdown")
+    result = run_equivalent(repo, catalog, output="markdown")
 
     assert result.exit_code == 1
     assert result.stdout.startswith("**NOT equivalent: 1 of 4 workloads land elsewhere in")
@@ -181,7 +181,7 @@ def test_provisioners_migrated_to_v1_nodepools_are_equivalent(repo: Path, catalo
     assert done.exit_code == 0, done.stdout
     assert "kind: NodePool" in (migrated / "policies" / "a-1a.yaml").read_text()
 
-    result = _equivalent(repo, catalog, head="v1")
+    result = run_equivalent(repo, catalog, head="v1")
 
     assert result.exit_code == 0, result.stdout
     assert result.stdout.startswith("equivalent: 4 workloads land on the same nodes")
@@ -214,7 +214,7 @@ def test_helm_output_replaced_by_one_kustomize_stream_is_equivalent(repo: Path, 
     documents = [TEMPLATE, *(p.read_text() for p in sorted((repo / "base" / "policies").glob("?-1?.yaml")))]
     (stream / "all.yaml").write_text("---\n".join(documents))
 
-    result = _equivalent(repo, catalog, head="kustomized")
+    result = run_equivalent(repo, catalog, head="kustomized")
 
     assert result.exit_code == 0, result.stdout
     assert result.stdout.startswith("equivalent: 4 workloads land on the same nodes")
@@ -282,7 +282,7 @@ def test_any_merge_is_equivalent_exactly_when_it_covers_the_same_zones_and_famil
             text = _provisioner(f"merged-{k}", "a", zones, families=families)
             (root / "head" / "policies" / f"{k}.yaml").write_text(text)
 
-        result = _equivalent(root, catalog)
+        result = run_equivalent(root, catalog)
 
     covered = {(z, f) for zones, families in pools for z in zones for f in families}
     assert (result.exit_code == 0) == (covered == {(z, "m5") for z in ZONES}), (pools, result.stdout)
@@ -293,7 +293,7 @@ def test_one_object_in_two_files_is_compared_twice_not_once(repo: Path, catalog:
     (repo / "apps" / "copy" / "a.yaml").write_text(_app("a").replace("team: a", "team: b"))
     (repo / "head" / "policies" / "b.yaml").write_text(_provisioner("team-b", "b", ZONES[:1]))
 
-    result = _equivalent(repo, catalog, output="json")
+    result = run_equivalent(repo, catalog, output="json")
 
     data = json.loads(result.stdout)
     assert result.exit_code == 1 and data["workloads"] == 5

@@ -17,17 +17,10 @@ from karpenter_policy.checks.findings import CommandOutput
 from karpenter_policy.commands.equivalent import equivalent_command
 from karpenter_policy.commands.flags import DiffFlags
 from karpenter_policy.commands.migrate.command import MigrateOptions, migrate_command
+from tests.commands.test_diff_equivalent import TEMPLATE, run_equivalent
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "tests" / "data" / "karpenter-v0.31.5-examples"
-TEMPLATE = """apiVersion: karpenter.k8s.aws/v1alpha1
-kind: AWSNodeTemplate
-metadata:
-  name: default
-spec:
-  subnetSelector: {karpenter.sh/discovery: demo}
-  securityGroupSelector: {karpenter.sh/discovery: demo}
-"""
 PROVISIONER = """apiVersion: karpenter.sh/v1alpha5
 kind: Provisioner
 metadata:
@@ -96,23 +89,11 @@ def _sides(tmp_path: Path, head_name: str = "general") -> Path:
     return tmp_path
 
 
-def _equivalent(repo: Path, catalog: Catalog, output: str = "text") -> CommandOutput:
-    flags = DiffFlags(
-        base=str(repo / "base"),
-        head=str(repo / "head"),
-        paths=("policies",),
-        workload_paths=(str(repo / "apps"),),
-        output=output,
-        equivalent=True,
-    )
-    return equivalent_command(flags, catalog)
-
-
 def test_equivalent_with_every_workload_admitted_is_still_exit_0(tmp_path: Path, catalog: Catalog) -> None:
     """The control: a rename of the pool, every workload admitted."""
     repo = _sides(tmp_path, head_name="renamed")
 
-    result = _equivalent(repo, catalog)
+    result = run_equivalent(repo, catalog)
 
     assert result.exit_code == 0, result.stdout
 
@@ -121,7 +102,7 @@ def test_equivalent_reports_a_workload_head_refuses_at_its_field_and_exits_1(tmp
     repo = _sides(tmp_path, head_name="renamed")
     (repo / "apps" / "trainer.yaml").write_text(REFUSED)
 
-    result = _equivalent(repo, catalog)
+    result = run_equivalent(repo, catalog)
 
     assert result.exit_code == 1, result.stdout
     first, summary = result.stdout.splitlines()
@@ -136,7 +117,7 @@ def test_equivalent_json_gives_the_refusal_as_fields(tmp_path: Path, catalog: Ca
     repo = _sides(tmp_path)
     (repo / "apps" / "trainer.yaml").write_text(REFUSED)
 
-    data = json.loads(_equivalent(repo, catalog, output="json").stdout)
+    data = json.loads(run_equivalent(repo, catalog, output="json").stdout)
 
     assert data["equivalent"] is False and data["head_errors"] == 1 and data["changed"] == []
     (refused,) = data["refused"]

@@ -276,7 +276,7 @@ def workload_from_data(
     refused = resource_refusals(spec)
     if refused:
         first, *rest = [((*spec_path, *r.path), r.said()) for r in refused]
-        raise WorkloadError(first[0], first[1], also=tuple(rest))
+        raise WorkloadError(*first, also=tuple(rest))
     return LocatedWorkload(
         kind=base.kind,
         name=base.name,
@@ -376,11 +376,9 @@ def read_documents(documents: Iterable[Document], into: WorkloadSet | None = Non
         try:
             workload = workload_of_document(doc)
         except WorkloadError as error:
-            line, column = doc.position(error.path)
             metadata = doc.data.get("metadata") if isinstance(doc.data.get("metadata"), Mapping) else {}
             ref = object_ref(doc.data.get("kind"), metadata.get("name") or PurePath(doc.file).name.split(".")[0])
-            found.findings.append(Finding(error.rule, ERROR, error.message, doc.file, line, column, ref))
-            for path, message in error.also:
+            for path, message in ((error.path, error.message), *error.also):
                 line, column = doc.position(path)
                 found.findings.append(Finding(error.rule, ERROR, message, doc.file, line, column, ref))
             found.kinds[str(doc.data.get("kind"))] += 1
