@@ -48,7 +48,7 @@ from karpenter_policy.model.pods import (
     is_pod_level_resource,
 )
 from karpenter_policy.model.quantity import QuantityError, canonical, is_binary, read_quantity
-from karpenter_policy.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY
+from karpenter_policy.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, abbreviated
 
 #: Names without a domain the API server knows (`helper.IsStandardResourceName`), not all of them a container's.
 _STANDARD_RESOURCES = frozenset({
@@ -144,14 +144,14 @@ def _not_whole_pages(name: str, written: object) -> str:
 
 
 def _entries(raw: object) -> list[tuple[str, object, Decimal]]:
-    """A resource list's (name, as written, value), by name; entries that cannot be read left out (the reading of
-    the spec refuses them first)."""
+    """A resource list's (name, as written — abbreviated as a message shows it —, value), by name; entries that
+    cannot be read left out (the reading of the spec refuses them first)."""
     if not isinstance(raw, Mapping):
         return []
     entries = []
     for name, written in raw.items():
         try:
-            entries.append((str(name), written, read_quantity(written).value))
+            entries.append((str(name), abbreviated(str(written)), read_quantity(written).value))
         except QuantityError:
             continue
     return sorted(entries, key=lambda entry: entry[0])

@@ -71,9 +71,15 @@ def format_quantity(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
+def abbreviated(text: str, limit: int = 40) -> str:
+    """`text` as a message shows a value: whole up to `limit` characters, else its start and `...` (a 4,000-digit
+    quantity is not echoed whole)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def out_of_range_message(field: str, raw: object) -> str:
     """What a `quantity-out-of-range` finding says about `field: raw`."""
-    shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
+    shown = abbreviated(repr(raw))
     return (
         f"{field}: {shown} is beyond the largest value a Kubernetes quantity holds as an integer "
         f"(±{MAX_QUANTITY}, about 8Ei); it is read as that bound"

@@ -314,3 +314,13 @@ def test_a_pod_the_rules_accept_is_read_and_one_they_refuse_is_never_placed(
         assert {f.rule for f in found.findings} == {INVALID_WORKLOAD}
     else:
         assert [f.message for f in found.findings] == [] and len(found.workloads) == 1
+
+
+def test_a_4000_digit_value_is_not_echoed_whole_in_the_refusal() -> None:
+    """Hostile pass: huge pages of a 4,000-digit amount are refused, and the message shows the amount's start, not
+    8,000 characters of it (as `quantity-out-of-range` abbreviates)."""
+    amount = "9" * 4000
+    found = read({"containers": [main({"memory": "1Gi", HUGE: amount}, {HUGE: amount})]})
+    errors = [f.message for f in found.findings if f.rule == INVALID_WORKLOAD]
+    assert errors and found.workloads == []
+    assert all(len(message) < 300 and "9" * 37 + "..." in message for message in errors), errors
