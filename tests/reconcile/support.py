@@ -18,6 +18,7 @@ import yaml
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.simulate.kubelet import FakeKubelet
@@ -53,6 +54,13 @@ def configmap_manifest(compiled: Path) -> Obj:
 
 
 # --- pods ----------------------------------------------------------------------------------------------------
+
+#: The pod the Karpenter v1 tests over HTTP apply with kubectl: `web`, one CPU, on the NodePool `default`.
+WEB_POD: Obj = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+    "spec": {"nodeSelector": {wk.NODEPOOL: "default"},
+             "containers": [{"name": "app", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]},
+}
 
 
 def container(cpu: str | None = None, memory: str | None = None, **limits: str) -> Obj:
