@@ -359,7 +359,6 @@ __all__ = [
     "ANNOTATION_INSTANCE",
     "ANNOTATION_NODE_HASH",
     "ANNOTATION_STARTUP_TAINTS",
-    "EPHEMERAL_TAINT_KEYS",
     "NEVER_UPDATED",
     "awaiting_registration",
     "registered_patch",
