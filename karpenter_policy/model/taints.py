@@ -91,7 +91,7 @@ def with_unregistered(taints: Iterable[Taint]) -> tuple[Taint, ...]:
     `karpenter.sh/unregistered:NoExecute` unless one of them is it (aws v1.14.1 amifamily/resolver.go:288-296, the
     kubelet's `registerWithTaints`; the Node the controller writes at launch gets the same)."""
     listed = tuple(taints)
-    if any((t.key, t.effect) == (UNREGISTERED.key, UNREGISTERED.effect) for t in listed):
+    if any(is_unregistered(t) for t in listed):
         return listed
     return (*listed, UNREGISTERED)
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from karpenter_policy.api.v1.launchsettings import MAX_PARTITIONS
+from karpenter_policy.simulate.placementgroups import PARTITION
 
-#: EC2's placement strategies (CreatePlacementGroup `Strategy`).
-PARTITION: Final = "partition"
+#: EC2's placement strategies (CreatePlacementGroup `Strategy`; `partition` the stand-in's, `placementgroups`).
 CLUSTER: Final = "cluster"
 SPREAD: Final = "spread"
 STRATEGIES: Final = (CLUSTER, PARTITION, SPREAD)

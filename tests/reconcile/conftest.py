@@ -8,6 +8,9 @@
 * `aws_workloads`: the moto account the example policies launch into (tests/reconcile/awsaccount.py).
 * `closing`: `closing(scene)` closes the scene at teardown (its controllers' threads: on an API server over HTTP,
   the VolumeAttachment informer termination starts).
+* `kubectl`: kubectl and a KubeCluster against a fresh test API server serving Karpenter v1's CRDs
+  (tests/kube/conftest.py `kubectl_against`); here it stands for tests/conftest.py's kubectl binary, which no
+  controller test asks for.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ if str(TESTS) not in sys.path:  # the AWS fixtures of tests/cloud (moto's server
 
 from cloud.conftest import AwsEnv, aws, aws_credentials, fault_proxy, moto_url  # noqa: E402
 from cloud.conftest import amis as amis  # noqa: E402
+from kube.conftest import KARPENTER_V1_CRDS, Kubectl, kubectl_against  # noqa: E402
 
 from karpenter_policy.catalog import load_catalog  # noqa: E402
 from karpenter_policy.cloud.aws.api import AwsConnection  # noqa: E402
@@ -71,6 +75,12 @@ def closing() -> Iterator[Callable[[Scene], Scene]]:
     yield close_later
     for scene in scenes:
         scene.close()
+
+
+@pytest.fixture()
+def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
+    with kubectl_against(tmp_path, KARPENTER_V1_CRDS) as client:
+        yield client
 
 
 @pytest.fixture()

@@ -3,12 +3,13 @@ constraint-set ConfigMap `compile` emits, and a controller on an in-memory clust
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ import yaml
 from karpenter_policy.cloud.provider import CloudProvider
 from karpenter_policy.fakes.cluster import MemoryCluster
 from karpenter_policy.kube import objects
+from karpenter_policy.kube.errors import Unavailable
+from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.controller import Controller, ReconcileResult
 from karpenter_policy.reconcile.state import nodes as node_info
 from karpenter_policy.simulate.kubelet import FakeKubelet
@@ -53,6 +56,13 @@ def configmap_manifest(compiled: Path) -> Obj:
 
 
 # --- pods ----------------------------------------------------------------------------------------------------
+
+#: The pod the Karpenter v1 tests over HTTP apply with kubectl: `web`, one CPU, on the NodePool `default`.
+WEB_POD: Obj = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+    "spec": {"nodeSelector": {wk.NODEPOOL: "default"},
+             "containers": [{"name": "app", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]},
+}
 
 
 def container(cpu: str | None = None, memory: str | None = None, **limits: str) -> Obj:
@@ -108,6 +118,24 @@ def daemon_set(name: str, namespace: str, cpu: str, memory: str, **spec: Any) ->
 def create_all(cluster: MemoryCluster, kind: objects.Kind, items: Iterable[Obj]) -> None:
     for item in items:
         cluster.create(kind, item)
+
+
+@contextlib.contextmanager
+def nodes_refused(scene: Scene) -> Iterator[None]:
+    """While in the block, the scene's in-memory API server refuses every Node created (`Unavailable`: it went
+    away) — a controller that stops between a launch and its Node."""
+    create = scene.cluster.create
+
+    def refusing(kind: Any, obj: Obj, *args: Any, **kwargs: Any) -> Obj:
+        if kind == objects.NODE:
+            raise Unavailable("the API server went away")
+        return create(kind, obj, *args, **kwargs)
+
+    scene.cluster.create = refusing  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        scene.cluster.create = create  # type: ignore[method-assign]
 
 
 # --- the harness ---------------------------------------------------------------------------------------------

@@ -17,13 +17,13 @@ import pytest
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.simulate.scene import Scene
 from karpenter_policy.testing import compile_policies
 
+from .support import nodes_refused
 from .v1moto import DEFAULT_NODEPOOL, NODE_CLASS, moto_scene
 
 POLICY = DEFAULT_NODEPOOL + NODE_CLASS
@@ -125,21 +125,13 @@ def _adopted_after_a_restart(tmp_path: Path, efa: str | None) -> tuple[dict[str,
     compiled = compile_policies(tmp_path / "policies", tmp_path / "build")
     with moto_scene(compiled) as (scene, cloud):
         _pod(scene, "mpi-worker", efa)
-        create = scene.cluster.create
-
-        def refusing(kind: Any, obj: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-            if kind == objects.NODE:
-                raise Unavailable("the API server went away")
-            return create(kind, obj, *args, **kwargs)
-
-        scene.cluster.create = refusing  # type: ignore[method-assign]
-        first = scene.controller()
-        launched_claim = lambda: any(c.get("status", {}).get("providerID") for c in scene.nodeclaims().values())  # noqa: E731
-        scene.run(first, 60, until=launched_claim)
-        (launched,) = cloud.provider.list(scene.options().cluster_name)
-        ((name, before),) = scene.nodeclaims().items()
-        assert scene.nodes() == {}
-        scene.cluster.create = create  # type: ignore[method-assign]
+        with nodes_refused(scene):
+            first = scene.controller()
+            launched_claim = lambda: any(c.get("status", {}).get("providerID") for c in scene.nodeclaims().values())  # noqa: E731
+            scene.run(first, 60, until=launched_claim)
+            (launched,) = cloud.provider.list(scene.options().cluster_name)
+            ((name, before),) = scene.nodeclaims().items()
+            assert scene.nodes() == {}
         scene.source = DirectorySource(compiled)  # a new process reads the constraint sets afresh
         restarted = scene.controller()
         scene.run(restarted, 120, until=lambda: bool(scene.nodes()) and not scene.unbound())

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from kube.conftest import KARPENTER_V1_CRDS, Kubectl, kubectl_against
+from kube.conftest import Kubectl
 
 from karpenter_policy.api.v1.statichash import (
     EC2NODECLASS_HASH,
@@ -35,17 +33,12 @@ from karpenter_policy.reconcile.claims.readiness import Verdict
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.testing import Scene, compile_policies
 
-from .support import Closing
+from .support import WEB_POD, Closing
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "v1" / "controller" / "policies"
 CURRENT = {NODEPOOL_HASH: "np-now", NODEPOOL_HASH_VERSION_KEY: NODEPOOL_HASH_VERSION,
            EC2NODECLASS_HASH: "class-now", EC2NODECLASS_HASH_VERSION_KEY: EC2NODECLASS_HASH_VERSION}
-POD = {
-    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
-    "spec": {"nodeSelector": {wk.NODEPOOL: "default"},
-             "containers": [{"name": "app", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]},
-}
 
 
 def _documents() -> dict[str, Obj]:
@@ -204,12 +197,6 @@ def test_a_claim_of_another_class_is_not_restamped() -> None:
 # --- the controller over HTTP ------------------------------------------------------------------------------------
 
 
-@pytest.fixture()
-def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
-    with kubectl_against(tmp_path, KARPENTER_V1_CRDS) as client:
-        yield client
-
-
 def _kubectl_annotations(kubectl: Kubectl, resource: str) -> dict[str, str]:
     return objects.annotations(json.loads(kubectl("get", resource, "-o", "json").stdout))
 
@@ -226,7 +213,7 @@ def test_an_upgrade_that_bumps_the_hash_versions_restamps_the_controllers_claims
     kubectl("apply", "--validate=false", "-f", str(EXAMPLE / "nodepools.yaml"))
     scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
     controller = scene.controller()
-    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    kubectl("apply", "-f", "-", stdin=json.dumps(WEB_POD))
     scene.run(controller, 120, until=lambda: not scene.unbound())
     (claim,) = scene.nodeclaims()
     (node,) = scene.nodes().values()

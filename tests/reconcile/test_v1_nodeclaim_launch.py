@@ -16,11 +16,12 @@ from karpenter_policy.cloud.errors import ConfigurationError, InsufficientCapaci
 from karpenter_policy.cloud.provider import Instance, LaunchRequest
 from karpenter_policy.fakes.cloud import FakeCloudProvider
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.errors import Unavailable
 from karpenter_policy.model import labels as wk
 from karpenter_policy.reconcile.claims.objects import claim_of_node
 from karpenter_policy.reconcile.constraints import DirectorySource
 from karpenter_policy.testing import Scene, compile_policies
+
+from .support import nodes_refused
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "v1" / "controller"
@@ -191,19 +192,12 @@ def test_after_a_restart_between_the_launch_and_the_node_the_launched_claim_is_t
     instance with a Node that names that claim — one claim, never a second for the same instance."""
     scene = Scene(compiled)
     scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
-    create = scene.cluster.create
-
-    def refusing(kind: Any, obj: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        if kind == objects.NODE:
-            raise Unavailable("the API server went away")
-        return create(kind, obj, *args, **kwargs)
-
-    scene.cluster.create = refusing  # type: ignore[method-assign]
-    first = scene.controller()
-    scene.run(first, 5, until=lambda: any(c.get("status", {}).get("providerID") for c in scene.nodeclaims().values()))
-    (name, claim), = scene.nodeclaims().items()
-    assert claim["status"]["providerID"] and scene.nodes() == {}
-    scene.cluster.create = create  # type: ignore[method-assign]
+    with nodes_refused(scene):
+        first = scene.controller()
+        launched_claim = lambda: any(c.get("status", {}).get("providerID") for c in scene.nodeclaims().values())  # noqa: E731
+        scene.run(first, 5, until=launched_claim)
+        (name, claim), = scene.nodeclaims().items()
+        assert claim["status"]["providerID"] and scene.nodes() == {}
     scene.source = DirectorySource(compiled)  # a new process reads the constraint sets afresh
     restarted = scene.controller()
     scene.run(restarted, 120, until=lambda: bool(scene.nodes()))

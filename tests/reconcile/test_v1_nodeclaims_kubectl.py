@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from kube.conftest import KARPENTER_V1_CRDS, Kubectl, kubectl_against
+from kube.conftest import Kubectl, kubectl_against
 
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
@@ -19,23 +17,10 @@ from karpenter_policy.reconcile.state.cluster import ClusterState
 from karpenter_policy.reconcile.state.feed import InformerFeed
 from karpenter_policy.testing import Scene, compile_policies
 
-from .support import Closing
+from .support import WEB_POD, Closing
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "v1" / "controller"
-
-
-POD = {
-    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
-    "spec": {"nodeSelector": {wk.NODEPOOL: "default"},
-             "containers": [{"name": "app", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]},
-}
-
-
-@pytest.fixture()
-def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
-    with kubectl_against(tmp_path, KARPENTER_V1_CRDS) as client:
-        yield client
 
 
 def test_kubectl_get_nodeclaims_shows_the_controllers_claims_with_the_crds_columns(
@@ -44,7 +29,7 @@ def test_kubectl_get_nodeclaims_shows_the_controllers_claims_with_the_crds_colum
     compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
     kubectl.cluster.create(objects.NODE_POOL, {"metadata": {"name": "default"}, "spec": {}})
     scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
-    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    kubectl("apply", "-f", "-", stdin=json.dumps(WEB_POD))
     controller = scene.controller()
     scene.run(controller, 120, until=lambda: not scene.unbound())
     scene.run(controller, 30)  # the kubelets' stand-in joins and initializes the node
@@ -96,7 +81,7 @@ def test_kubectl_shows_the_nodepools_registration_health_written_through_its_sta
     first = _registration_health(kubectl)
     assert (first["status"], first["reason"], first["observedGeneration"]) == ("Unknown", "AwaitingReconciliation", 1)
     assert first["class"] == 1 and first["generation"] == 1
-    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    kubectl("apply", "-f", "-", stdin=json.dumps(WEB_POD))
     scene.run(controller, 180, until=lambda: _registration_health(kubectl).get("status") == "True")
     healthy = _registration_health(kubectl)
     assert (healthy["status"], healthy["reason"], healthy["message"]) == ("True", "NodeRegistrationHealthy", "")
@@ -108,7 +93,7 @@ def test_a_cluster_without_the_nodeclaim_crd_still_gets_the_nodepools_nodes(tmp_
     claim — never a launch left hanging for want of one."""
     with kubectl_against(tmp_path) as kubectl:
         scene = closing(Scene(compile_policies(EXAMPLE / "policies", tmp_path / "build"), cluster=kubectl.cluster))  # type: ignore[arg-type]
-        kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+        kubectl("apply", "-f", "-", stdin=json.dumps(WEB_POD))
         controller = scene.controller()
         scene.run(controller, 120, until=lambda: not scene.unbound())
         assert scene.unbound() == []
@@ -125,7 +110,7 @@ def test_kubectl_delete_nodeclaim_drains_and_deletes_its_node_and_terminates_its
     `finalize`): the Node goes (drained through termination), the instance is terminated, then the claim."""
     compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
     scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
-    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    kubectl("apply", "-f", "-", stdin=json.dumps(WEB_POD))
     controller = scene.controller()
     scene.run(controller, 120, until=lambda: not scene.unbound())
     (claim,) = json.loads(kubectl("get", "nodeclaims", "-o", "json").stdout)["items"]
@@ -160,7 +145,7 @@ def test_a_nodepool_edited_with_kubectl_becomes_not_ready_and_provisioning_stops
     kubectl("apply", "--validate=false", "-f", str(EXAMPLE / "policies" / "nodepools.yaml"))
     scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
     controller = scene.controller()
-    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    kubectl("apply", "-f", "-", stdin=json.dumps(WEB_POD))
     scene.run(controller, 120, until=lambda: not scene.unbound())
     assert _condition(kubectl, "Ready") == ("True", "Ready")
     kubectl("patch", "nodepool", "default", "--type=merge", "-p",
@@ -168,7 +153,7 @@ def test_a_nodepool_edited_with_kubectl_becomes_not_ready_and_provisioning_stops
     scene.step(controller)
     assert _condition(kubectl, "ValidationSucceeded") == ("False", "NodePoolValidationFailed")
     assert _condition(kubectl, "Ready") == ("False", "UnhealthyDependents")
-    kubectl("apply", "-f", "-", stdin=json.dumps({**POD, "metadata": {"name": "second", "namespace": "default"}}))
+    kubectl("apply", "-f", "-", stdin=json.dumps({**WEB_POD, "metadata": {"name": "second", "namespace": "default"}}))
     scene.run(controller, 60)
     assert scene.unbound() == ["default/second"]
 

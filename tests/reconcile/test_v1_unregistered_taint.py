@@ -11,14 +11,13 @@ before."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kube.conftest import KARPENTER_V1_CRDS, Kubectl, kubectl_against
+from kube.conftest import Kubectl
 
 from karpenter_policy.catalog import load_catalog
 from karpenter_policy.kube import objects
@@ -29,24 +28,13 @@ from karpenter_policy.simulate.aws import MotoCloud
 from karpenter_policy.simulate.clock import VirtualClock
 from karpenter_policy.testing import Scene, compile_policies
 
-from .support import Closing
+from .support import WEB_POD, Closing
 from .v1moto import DEFAULT_NODEPOOL, EPOCH, NODE_CLASS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "v1" / "controller"
 GO = "core v1.14.1 pkg/controllers/nodeclaim/lifecycle/registration_test.go"
 UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
-POD = {
-    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
-    "spec": {"nodeSelector": {wk.NODEPOOL: "default"},
-             "containers": [{"name": "app", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]},
-}
-
-
-@pytest.fixture()
-def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
-    with kubectl_against(tmp_path, KARPENTER_V1_CRDS) as client:
-        yield client
 
 
 def _node(kubectl: Kubectl) -> Obj:
@@ -81,7 +69,7 @@ def test_the_node_is_written_with_the_taint_and_loses_it_when_its_claim_register
     compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
     kubectl.cluster.create(objects.NODE_POOL, {"metadata": {"name": "default"}, "spec": {}})
     scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
-    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    kubectl("apply", "-f", "-", stdin=json.dumps(WEB_POD))
     controller = scene.controller()
     seen_tainted = False
     for _ in range(120):
@@ -151,7 +139,7 @@ def test_a_pending_registration_hook_keeps_the_taint_and_the_pod_off_the_node_un
         stand_in = moto.server.front.placement_groups
         stand_in.withhold = True
         scene = closing(Scene(loaded, cloud=moto.provider, clock=clock, cluster=kubectl.cluster))  # type: ignore[arg-type]
-        kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+        kubectl("apply", "-f", "-", stdin=json.dumps(WEB_POD))
         controller = scene.controller()
         scene.run(controller, 180, until=lambda: _registered(kubectl).get("reason") == "RegistrationHookPending")
         assert (_registered(kubectl).get("status"), _registered(kubectl).get("message")) == (
@@ -235,7 +223,7 @@ def test_a_controller_killed_before_registration_registers_the_node_after_its_re
     compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
     kubectl.cluster.create(objects.NODE_POOL, {"metadata": {"name": "default"}, "spec": {}})
     scene = closing(Scene(compiled, cluster=kubectl.cluster))  # type: ignore[arg-type]
-    kubectl("apply", "-f", "-", stdin=json.dumps(POD))
+    kubectl("apply", "-f", "-", stdin=json.dumps(WEB_POD))
     first = scene.controller()
     for _ in range(120):
         scene.step(first)

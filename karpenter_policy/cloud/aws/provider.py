@@ -52,6 +52,7 @@ from karpenter_policy.cloud.aws.cache import TtlCache
 from karpenter_policy.cloud.aws.discovery import Discovery, Subnet
 from karpenter_policy.cloud.aws.instanceprofiles import InstanceProfiles
 from karpenter_policy.cloud.aws.launchtemplates import (
+    EFA_INTERFACE,
     LaunchTemplates,
     block_device_mappings,
     connection_tracking,
@@ -102,7 +103,7 @@ from karpenter_policy.cloud.unavailable import UnavailableOfferings
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.allocatable import INSTANCE_STORE_POLICY, RAID0, max_pods, with_efa_only_enis
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType
-from karpenter_policy.model.nodeclassfit import efas, interfaces_of, launched_efas
+from karpenter_policy.model.nodeclassfit import EFA_ONLY, efas, interfaces_of, launched_efas
 from karpenter_policy.model.pools import is_nodepool
 from karpenter_policy.model.taints import with_unregistered
 
@@ -983,7 +984,7 @@ def _instance(raw: Mapping[str, Any]) -> Instance:
 
 
 #: The `InterfaceType`s v1.14.1 counts as EFA (aws pkg/providers/instance/types.go:90-93).
-_EFA_INTERFACE_TYPES = frozenset({"efa", "efa-only"})
+_EFA_INTERFACE_TYPES = frozenset({EFA_INTERFACE, EFA_ONLY})
 
 
 def _efa_count(raw: Any) -> int:

@@ -112,12 +112,12 @@ class ClaimLifecycle:
         for claim, (node, stage) in sorted(dirty.items()):
             joined, initialized = stage
             try:
-                if (joined or initialized) and not self._hooks_ready(claim, node, stage, now):
-                    continue
                 if joined or initialized:
+                    if not self._hooks_ready(claim, node, stage, now):
+                        continue
                     self._register_node(claim, node)
-                if (joined or initialized) and writer.set_true(claim, conditions.REGISTERED, node_name=node):
-                    self._registered(claim)
+                    if writer.set_true(claim, conditions.REGISTERED, node_name=node):
+                        self._registered(claim)
                 if initialized:
                     writer.set_true(claim, conditions.INITIALIZED)
             except ClusterError as error:

@@ -70,10 +70,10 @@ class NodeLifecycle:
                 entry = self.context.inflight.get(record.name)
                 if entry is not None:
                     entry.seen = True  # once seen, a launch whose Node goes away is dropped, not offered again
-        if (
+        if (  # a launch in flight first: most nodes are not, and their taints are then not read
             isinstance(after, NodeRecord) and isinstance(change.before, NodeRecord)
-            and node_info.awaiting_registration(change.before.obj) and not node_info.awaiting_registration(after.obj)
             and self.context.inflight.get(after.name) is not None
+            and node_info.awaiting_registration(change.before.obj) and not node_info.awaiting_registration(after.obj)
         ):
             self.on_dirty()  # its claim registered: the pods planned onto it are bound at once (`settle`)
         with self._lock:

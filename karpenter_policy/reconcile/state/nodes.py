@@ -39,7 +39,7 @@ from karpenter_policy.model.allocatable import node_labels
 from karpenter_policy.model.pools import pool_of_labels
 from karpenter_policy.model.requirements import Operator, Requirements
 from karpenter_policy.model.resources import format_quantity, parse_quantity
-from karpenter_policy.model.taints import EPHEMERAL_TAINT_KEYS, UNREGISTERED, Taint, with_unregistered
+from karpenter_policy.model.taints import EPHEMERAL_TAINT_KEYS, UNREGISTERED, Taint, is_unregistered, with_unregistered
 from karpenter_policy.scheduling import NodeClaimTemplate
 from karpenter_policy.scheduling.templates import node_configuration
 from karpenter_policy.scheduling.vectors import RESOURCES, Vector, to_decimal, to_vector
@@ -157,7 +157,7 @@ def scheduling_taints(node: Obj, initialized: bool) -> tuple[Taint, ...]:
     if not is_ours(node):
         return taints
     if initialized:  # v1.14.1's StateNode.Taints: an unregistered node's are its claim's, never the unregistered one
-        return tuple(t for t in taints if (t.key, t.effect) != (UNREGISTERED.key, UNREGISTERED.effect))
+        return tuple(t for t in taints if not is_unregistered(t))
     ignored = {(t.key, t.effect) for t in startup_taints(node)}
     return tuple(t for t in taints if (t.key, t.effect) not in ignored and t.key not in EPHEMERAL_TAINT_KEYS)
 
@@ -359,7 +359,6 @@ __all__ = [
     "ANNOTATION_INSTANCE",
     "ANNOTATION_NODE_HASH",
     "ANNOTATION_STARTUP_TAINTS",
-    "EPHEMERAL_TAINT_KEYS",
     "NEVER_UPDATED",
     "awaiting_registration",
     "registered_patch",
