@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from karpenter_policy.api.v1.launchsettings import MAX_PARTITIONS
+from karpenter_policy.model.resources import abbreviated
 from karpenter_policy.simulate.placementgroups import PARTITION
 
 #: EC2's placement strategies (CreatePlacementGroup `Strategy`; `partition` the stand-in's, `placementgroups`).
@@ -55,8 +56,9 @@ def parse(value: str) -> tuple[str, DeclaredGroup]:
     digits = count.strip()
     if colon and strategy != PARTITION:
         raise ValueError(f"{name}: only a partition group has a partition count (partition:N)")
-    if colon and (not digits.isdigit() or len(digits) > 2):
-        raise ValueError(f"{name}: the partition count {count!r} is not a number from 1 to {MAX_PARTITIONS}")
+    if colon and (not (digits.isascii() and digits.isdigit()) or len(digits) > 2):  # int() takes '٣' and '³'
+        raise ValueError(f"{name}: the partition count {abbreviated(repr(count))} is not a number from 1 to "
+                         f"{MAX_PARTITIONS}")
     count_ = int(digits) if colon else MAX_PARTITIONS if strategy == PARTITION else 0
     try:
         return name, DeclaredGroup(strategy, count_)

@@ -121,3 +121,12 @@ def test_a_partition_group_without_a_count_has_ec2s_most() -> None:
     """`hdfs=partition`: 7 partitions, the group an undeclared name gets."""
     assert parse("hdfs=partition") == ("hdfs", DeclaredGroup(PARTITION, MAX_PARTITIONS))
     assert parse(" web = Spread ") == ("web", DeclaredGroup("spread", 0))
+
+
+@pytest.mark.parametrize("count", ["٣", "³", "０3", "9" * 4000])
+def test_a_count_ec2_cannot_read_is_refused_and_not_echoed_whole(count: str) -> None:
+    """Hostile pass: Python's int() reads '٣' (Arabic-Indic three) and '³'; EC2's PartitionCount is ASCII digits, so
+    these are refused; a 4,000-digit count is refused with its start shown, not echoed whole."""
+    with pytest.raises(ValueError) as refused:
+        parse(f"hdfs=partition:{count}")
+    assert "is not a number from 1 to 7" in str(refused.value) and len(str(refused.value)) < 200
