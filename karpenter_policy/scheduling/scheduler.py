@@ -222,6 +222,9 @@ class Scheduler:
         self.templates = sorted(templates, key=lambda t: (-t.weight, t.name))
         if parts is None or not parts.serves(self.templates, self.options.topology):
             parts = TemplateParts.of(self.templates, self.options.topology)
+        #: what it reads of its templates alone (the caller's, or made here): a later scheduling of the same
+        #: templates may take them (`parts`)
+        self.parts = parts
         self.daemons = list(daemons)
         # as `fresh` would make them (each run copies a node only when it offers it a pod: `_Run.own`)
         self.existing = [

@@ -595,21 +595,18 @@ class Decider:
             if node is not None and node.provisioner in used and not node.deleting:
                 used[node.provisioner] = subtract(used[node.provisioner], node.capacity)
         started = time.perf_counter()
-        templates, rules = inputs.templates.templates, inputs.templates.topology
-        parts = self._parts
-        if parts is None or not parts.serves(sorted(templates, key=lambda t: (-t.weight, t.name)), rules):
-            parts = self._parts = TemplateParts.of(templates, rules)
         scheduler = Scheduler(
-            templates,
+            inputs.templates.templates,
             existing,
             view.daemons,
             WithoutNodes(view.running or RunningPods(), names | deleting),
             view.namespace_labels,
-            dataclasses.replace(self.scheduler_options, topology=rules),
+            dataclasses.replace(self.scheduler_options, topology=inputs.templates.topology),
             used=used,
             node_domains=view.domains,
-            parts=parts,
+            parts=self._parts,
         )
+        self._parts = scheduler.parts  # the same unless the templates changed since the last simulation
         plan = scheduler.solve(pods)
         self.on_simulation(time.perf_counter() - started)
         return plan
