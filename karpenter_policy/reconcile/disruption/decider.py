@@ -383,11 +383,11 @@ class Decider:
         """Our initialized nodes that may be disrupted; the others that are blocked go to `decision.blocked`."""
         view = inputs.view
         counted = inputs.pdb_budgets  # kept up to date by the caller, else counted over every pod now
-        if counted is None and inputs.budgets:
-            counted = budgets.disruption_budgets(inputs.budgets, view.pods)
+        if counted is None:
+            counted = budgets.disruption_budgets(inputs.budgets, view.pods) if inputs.budgets else []
         exhausted = [  # the budgets that allow no disruption now (each computed once, not once per pod)
             pdb for pdb, budget in zip(inputs.budgets, counted, strict=True) if budget.disruptions_allowed < 1
-        ] if inputs.budgets and counted is not None else []
+        ]
         found = []
         for name, node in sorted(view.nodes.items()):
             if not node.ours or node.deleting or name in inputs.protected or name in inputs.disrupting:
