@@ -15,11 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.disruption import Budget, budget_of, budget_selector, counted, is_healthy
+from karpenter_policy.kube.disruption import (
+    Budget,
+    PodGroup,
+    budget_of,
+    budget_selector,
+    counted,
+    is_healthy,
+    pod_group,
+)
 from karpenter_policy.kube.objects import Obj
-
-#: a pod's namespace and its labels, sorted: every pod of one group is selected by the same budgets
-_Group = tuple[str | None, tuple[tuple[str, str], ...]]
 
 
 class BudgetCounts:
@@ -28,7 +33,7 @@ class BudgetCounts:
     def __init__(self, pdbs: Sequence[Obj], pods: Iterable[Obj] = ()) -> None:
         self.pdbs = tuple(pdbs)
         self._selectors = [(objects.namespace(pdb), budget_selector(pdb)) for pdb in self.pdbs]
-        self._covering: dict[_Group, tuple[int, ...]] = {}
+        self._covering: dict[PodGroup, tuple[int, ...]] = {}
         self._selected = [0] * len(self.pdbs)
         self._healthy = [0] * len(self.pdbs)
         for pod in pods:
@@ -57,10 +62,10 @@ class BudgetCounts:
 
     def _covering_of(self, pod: Obj) -> tuple[int, ...]:
         """The indexes of the budgets that select the pod (its namespace and labels decide; remembered per group)."""
-        labels = objects.labels(pod)
-        group = (objects.namespace(pod), tuple(sorted(labels.items())))
+        group = pod_group(pod)
         found = self._covering.get(group)
         if found is None:
+            labels = objects.labels(pod)
             found = self._covering[group] = tuple(
                 index for index, (namespace, selector) in enumerate(self._selectors)
                 if namespace == group[0] and selector.matches(labels))

@@ -93,15 +93,23 @@ def selects(pdb: Obj, pod: Obj, selector: LabelSelector | None = None) -> bool:
     return same_namespace and (budget_selector(pdb) if selector is None else selector).matches(objects.labels(pod))
 
 
+#: a pod's namespace and its labels, sorted: a budget selects every pod of a group or none
+PodGroup = tuple[str | None, tuple[tuple[str, str], ...]]
+
+
+def pod_group(pod: Obj) -> PodGroup:
+    """The pod's :data:`PodGroup`."""
+    return objects.namespace(pod), tuple(sorted(objects.labels(pod).items()))
+
+
 def disruption_budgets(pdbs: Sequence[Obj], pods: Iterable[Obj]) -> list[Budget]:
     """Each budget of `pdbs` over `pods`, as :func:`disruption_budget` computes it, with the pods grouped first by
-    namespace and labels — a budget selects every pod of a group or none —, so that a selector is matched once per
-    group, not once per pod: linear in the pods, not in pods × budgets (a disruption decision computes every
-    budget over every pod of the cluster)."""
-    groups: dict[tuple[str | None, tuple[tuple[str, str], ...]], list[Obj]] = {}
+    namespace and labels (:func:`pod_group`), so that a selector is matched once per group, not once per pod:
+    linear in the pods, not in pods × budgets (a disruption decision computes every budget over every pod of the
+    cluster)."""
+    groups: dict[PodGroup, list[Obj]] = {}
     for pod in pods:
-        key = (objects.namespace(pod), tuple(sorted(objects.labels(pod).items())))
-        groups.setdefault(key, []).append(pod)
+        groups.setdefault(pod_group(pod), []).append(pod)
     out = []
     for pdb in pdbs:
         selector, namespace = budget_selector(pdb), objects.namespace(pdb)

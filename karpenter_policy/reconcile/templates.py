@@ -43,6 +43,7 @@ from karpenter_policy.cloud.reservedtypes import with_reserved_offerings
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.minvalues import STRICT
 from karpenter_policy.scheduling import InstanceTable, NodeClaimTemplate, TopologyRules
+from karpenter_policy.scheduling.templates import by_weight
 
 
 @dataclass(slots=True)
@@ -158,7 +159,7 @@ class TemplateBuilder:
                 out.sets[constraint_set.pool] = constraint_set
         for stale in set(self._tables) - used:
             del self._tables[stale]
-        out.templates.sort(key=lambda t: (-t.weight, t.name))
+        out.templates.sort(key=by_weight)
         return out
 
 

@@ -83,8 +83,7 @@ class ExistingNode:
             Requirement.new(wk.HOSTNAME, Operator.IN, [hostname])
         )
         self._labelled = self.requirements  # the node's own requirements, before any placement narrowed them
-        base = self.requested if self.daemon_remaining is None else add(self.requested, self.daemon_remaining)
-        self.requests: Vector = base
+        self.requests: Vector = self._unplaced_requests()
         self._extended = dict(self.extended_requested)
 
     def fresh(self) -> ExistingNode:
@@ -94,7 +93,7 @@ class ExistingNode:
         node = type(self).__new__(type(self))  # `copy.copy` without its reduce protocol (many copies a decision)
         node.__dict__.update(self.__dict__)
         node.requirements = self._labelled
-        node.requests = self.requested if self.daemon_remaining is None else add(self.requested, self.daemon_remaining)
+        node.requests = self._unplaced_requests()
         node._extended = dict(self.extended_requested)
         node.host_ports = list(self.host_ports)
         node.pods = []
@@ -106,8 +105,11 @@ class ExistingNode:
         run reads such a node as it is and copies it only when it offers it a pod (`scheduler._Run.own`)."""
         if self.pods or self.requirements is not self._labelled or self._extended != self.extended_requested:
             return False
-        base = self.requested if self.daemon_remaining is None else add(self.requested, self.daemon_remaining)
-        return self.requests == base
+        return self.requests == self._unplaced_requests()
+
+    def _unplaced_requests(self) -> Vector:
+        """What the node requests before any placement: its pods' requests and the DaemonSets' still to come."""
+        return self.requested if self.daemon_remaining is None else add(self.requested, self.daemon_remaining)
 
     def try_add(self, pod: Pod, attempt: Attempt, topology: Topology) -> str | None:
         """Place the pod here (None), or say why not."""

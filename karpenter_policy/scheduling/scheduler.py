@@ -63,7 +63,7 @@ from karpenter_policy.scheduling.reservedclaims import NOT_RESERVED, RESERVED, R
 from karpenter_policy.scheduling.resplit import resplit
 from karpenter_policy.scheduling.running import ClusterPod, PodsForTopology
 from karpenter_policy.scheduling.templateindex import TemplateIndex
-from karpenter_policy.scheduling.templates import NodeClaimTemplate
+from karpenter_policy.scheduling.templates import NodeClaimTemplate, by_weight
 from karpenter_policy.scheduling.topology import (
     DomainSources,
     GroupKeys,
@@ -177,7 +177,7 @@ class TemplateParts:
 
     @classmethod
     def of(cls, templates: Iterable[NodeClaimTemplate], rules: TopologyRules) -> TemplateParts:
-        ordered = tuple(sorted(templates, key=lambda t: (-t.weight, t.name)))
+        ordered = tuple(sorted(templates, key=by_weight))
         return cls(
             ordered, rules, topology_domains(ordered, []),
             TemplateIndex(ordered, frozenset().union(*(t.well_known for t in ordered))), GroupKeys(rules),
@@ -219,9 +219,12 @@ class Scheduler:
         self.options = options or SchedulerOptions()
         if self.options.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.options.strategy!r}: one of {', '.join(STRATEGIES)}")
-        self.templates = sorted(templates, key=lambda t: (-t.weight, t.name))
+        self.templates = sorted(templates, key=by_weight)
         if parts is None or not parts.serves(self.templates, self.options.topology):
             parts = TemplateParts.of(self.templates, self.options.topology)
+        #: what it reads of its templates alone (the caller's, or made here): a later scheduling of the same
+        #: templates may take them (`parts`)
+        self.parts = parts
         self.daemons = list(daemons)
         # as `fresh` would make them (each run copies a node only when it offers it a pod: `_Run.own`)
         self.existing = [

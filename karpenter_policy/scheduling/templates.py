@@ -304,6 +304,11 @@ class NodeClaimTemplate:
         )
 
 
+def by_weight(template: NodeClaimTemplate) -> tuple[int, str]:
+    """The templates' order, as a sort key: the heaviest first, equal weights by name (docs/scheduling.md, "Queue")."""
+    return -template.weight, template.name
+
+
 def owner_requirements(owner_label: str, name: str) -> tuple[Requirement, ...]:
     """What a node of provisioner (or NodePool) `name` is as to the owner labels: `owner_label In [name]`; a
     NodePool's nodes (Karpenter v1) also lack `karpenter.sh/provisioner-name`, so a pod still selecting a v0.31

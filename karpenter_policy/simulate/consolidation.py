@@ -105,6 +105,7 @@ from karpenter_policy.reconcile.state.rescheduled import movable
 from karpenter_policy.reconcile.templates import Templates
 from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate, Plan, SchedulerOptions
 from karpenter_policy.scheduling.pods import PodSpecError
+from karpenter_policy.scheduling.templates import by_weight
 from karpenter_policy.scheduling.vectors import as_resources
 
 __all__ = ["MAX_MOVES", "consolidate_now"]
@@ -162,7 +163,7 @@ def _templates(sets: Mapping[str, ConstraintSet], catalog: Catalog) -> tuple[Tem
             notes.append(f"{kind} {pool_name(name)} cannot launch ({error}): its nodes are not consolidated")
             continue
         out.sets[name] = constraint_set
-    out.templates.sort(key=lambda t: (-t.weight, t.name))
+    out.templates.sort(key=by_weight)
     return out, notes
 
 

@@ -383,11 +383,11 @@ class Decider:
         """Our initialized nodes that may be disrupted; the others that are blocked go to `decision.blocked`."""
         view = inputs.view
         counted = inputs.pdb_budgets  # kept up to date by the caller, else counted over every pod now
-        if counted is None and inputs.budgets:
-            counted = budgets.disruption_budgets(inputs.budgets, view.pods)
+        if counted is None:
+            counted = budgets.disruption_budgets(inputs.budgets, view.pods) if inputs.budgets else []
         exhausted = [  # the budgets that allow no disruption now (each computed once, not once per pod)
             pdb for pdb, budget in zip(inputs.budgets, counted, strict=True) if budget.disruptions_allowed < 1
-        ] if inputs.budgets and counted is not None else []
+        ]
         found = []
         for name, node in sorted(view.nodes.items()):
             if not node.ours or node.deleting or name in inputs.protected or name in inputs.disrupting:
@@ -595,21 +595,18 @@ class Decider:
             if node is not None and node.provisioner in used and not node.deleting:
                 used[node.provisioner] = subtract(used[node.provisioner], node.capacity)
         started = time.perf_counter()
-        templates, rules = inputs.templates.templates, inputs.templates.topology
-        parts = self._parts
-        if parts is None or not parts.serves(sorted(templates, key=lambda t: (-t.weight, t.name)), rules):
-            parts = self._parts = TemplateParts.of(templates, rules)
         scheduler = Scheduler(
-            templates,
+            inputs.templates.templates,
             existing,
             view.daemons,
             WithoutNodes(view.running or RunningPods(), names | deleting),
             view.namespace_labels,
-            dataclasses.replace(self.scheduler_options, topology=rules),
+            dataclasses.replace(self.scheduler_options, topology=inputs.templates.topology),
             used=used,
             node_domains=view.domains,
-            parts=parts,
+            parts=self._parts,
         )
+        self._parts = scheduler.parts  # the same unless the templates changed since the last simulation
         plan = scheduler.solve(pods)
         self.on_simulation(time.perf_counter() - started)
         return plan

@@ -83,7 +83,7 @@ class PodRecord:
     obj: Obj = field(repr=False)
     #: whether a volume of the pod goes through a PersistentVolumeClaim (`pods.volume_claims`; read once, as every
     #: disruption decision asks it of every candidate's pods)
-    claims: bool = False
+    claims: bool
 
     @property
     def key(self) -> str:
