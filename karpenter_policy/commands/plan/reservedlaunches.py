@@ -36,6 +36,7 @@ from typing import Any
 from karpenter_policy.cloud.capacityreservations import (
     EXPIRATION_PERIOD,
     STATE_EXPIRING,
+    TERMS,
     TYPE_CAPACITY_BLOCK,
     CapacityReservation,
     ReservedOffering,
@@ -48,15 +49,13 @@ from karpenter_policy.cloud.reservedtypes import with_reserved_offerings
 from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.fleet import Fleet
 from karpenter_policy.commands.plan.redact import hashed
-from karpenter_policy.commands.plan.reservationdrift import FLAG, TERMS, ReservationDriftRules
+from karpenter_policy.commands.plan.reservationdrift import GIVE, ReservationDriftRules
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.pools import pool_key
 from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate
 
 __all__ = ["ReservedLaunches"]
-
-_GIVE = f"give `aws ec2 describe-capacity-reservations --output json` as {FLAG}"
 
 
 def _class_of(nodepool: Mapping[str, Any]) -> str:
@@ -107,7 +106,7 @@ class ReservedLaunches:
             ids = rules.selected_ids(class_name) if described is not None else None
             if ids is None:
                 self.unknown[(pool, f"the room of the capacity reservations EC2NodeClass {class_name} selects is not "
-                              f"known (no room assumed); {_GIVE}")] += 1
+                              f"known (no room assumed); {GIVE}")] += 1
                 continue
             found: list[CapacityReservation] = []
             missing: list[str] = []
@@ -121,7 +120,7 @@ class ReservedLaunches:
                 self.room.setdefault(rid, available_count(raw))
             if missing:
                 self.unknown[(pool, f"the available instance count of reservation(s) {self._show(missing)} is not "
-                              f"known (no room assumed); {_GIVE}")] += 1
+                              f"known (no room assumed); {GIVE}")] += 1
             if found:
                 self.pools[pool_key(pool, True)] = tuple(found)
         for name, node in fleet.nodes.items():
