@@ -34,13 +34,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from karpenter_policy.cloud.capacityreservations import (
-    EXPIRATION_PERIOD,
     STATE_EXPIRING,
     TERMS,
-    TYPE_CAPACITY_BLOCK,
     CapacityReservation,
     ReservedOffering,
     available_count,
+    is_expiring,
     launch_choices,
     reservation,
     reserved_offerings,
@@ -213,6 +212,4 @@ class ReservedLaunches:
 
 def _expires(found: CapacityReservation, moment: dt.datetime) -> bool:
     """Whether a capacity block not `expiring` yet is by `moment`."""
-    return (found.reservation_type == TYPE_CAPACITY_BLOCK and found.state != STATE_EXPIRING
-            and found.end_time is not None
-            and found.end_time - moment <= EXPIRATION_PERIOD)
+    return found.state != STATE_EXPIRING and is_expiring(found.reservation_type, found.end_time, moment)
