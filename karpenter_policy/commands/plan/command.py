@@ -233,9 +233,8 @@ def plan_command(
     timing = Timing(options.node_startup, options.pod_startup)
     checked = dict(zip((t.name for t in templates), (c for c in head.checked if not c.static), strict=True))
     reserved = ReservedLaunches(
-        head_side, reservations, fleet, answers.capacity_reservations, pricing.catalog.instance_types,
-        pricing.catalog.region, lambda name, over: templates_for([checked[name]], over, options.min_values_policy)[0],
-        now=start, enabled=reserved_capacity(options.feature_gates), redact=options.redact)
+        reservations, fleet, pricing.catalog.instance_types, pricing.catalog.region,
+        lambda name, over: templates_for([checked[name]], over, options.min_values_policy)[0])
     pdbs = PdbBudgets(fleet.pdbs, fleet.pod_objects)
     replacements = Replacements(templates, fleet.daemons, reserved if reserved.pools else None)
     v1alpha5 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is None}

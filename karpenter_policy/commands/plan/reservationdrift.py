@@ -109,7 +109,8 @@ class ReservationDriftRules:
         return [f"{_plural(count)} of {owner}: capacity-reservation drift not assessed: {why}"
                 for (owner, why), count in sorted(self.unassessed.items())]
 
-    def _show(self, ids: Sequence[str]) -> str:
+    def show(self, ids: Sequence[str]) -> str:
+        """Reservation ids as the plan prints them (hashed `cr-…` with `--redact`; none: "none")."""
         shown = [hashed("cr", i) for i in ids] if self.redact else list(ids)
         return ", ".join(shown) or "none"
 
@@ -168,8 +169,8 @@ class ReservationDriftRules:
         if selection is None:
             return None
         owner = f"EC2NodeClass {name}"
-        shown = self._show([reservation])
-        now = self._show(sorted(selection.ids))
+        shown = self.show([reservation])
+        now = self.show(sorted(selection.ids))
         if selection.source:
             if reservation in selection.ids:
                 return None

@@ -45,9 +45,7 @@ from karpenter_policy.cloud.capacityreservations import (
     reserved_offerings,
 )
 from karpenter_policy.cloud.reservedtypes import with_reserved_offerings
-from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.fleet import Fleet
-from karpenter_policy.commands.plan.redact import hashed
 from karpenter_policy.commands.plan.reservationdrift import GIVE, ReservationDriftRules
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType
@@ -69,15 +67,14 @@ def _class_of(nodepool: Mapping[str, Any]) -> str:
 class ReservedLaunches:
     """The reservations each HEAD NodePool's replacements may launch into and their room (see the module docstring).
 
-    `build(name, table)`: HEAD's template `name` (`NodePool/<name>`) over `table`; `types`: the catalog's instance
-    types."""
+    `rules`: HEAD, the saved answers, `--start`, the `ReservedCapacity` gate and `--redact` as the drift check reads
+    them; `build(name, table)`: HEAD's template `name` (`NodePool/<name>`) over `table`; `types`: the catalog's
+    instance types."""
 
-    def __init__(self, head: PolicySide, rules: ReservationDriftRules, fleet: Fleet,
-                 described: Sequence[Mapping[str, Any]] | None, types: Sequence[InstanceType], region: str,
-                 build: Callable[[str, InstanceTable], NodeClaimTemplate], *, now: dt.datetime,
-                 enabled: bool = True, redact: bool = False) -> None:
-        self.types, self.region, self.build, self.redact = tuple(types), region, build, redact
-        self.start = now
+    def __init__(self, rules: ReservationDriftRules, fleet: Fleet, types: Sequence[InstanceType], region: str,
+                 build: Callable[[str, InstanceTable], NodeClaimTemplate]) -> None:
+        self.types, self.region, self.build, self._show = tuple(types), region, build, rules.show
+        self.start = now = rules.now
         #: (seconds from the start, reservation id): room given back when the instance is terminated, not before
         self._due: list[tuple[float, str]] = []
         #: template name (`NodePool/<name>`) → the reservations (with a known count) its replacements may take
@@ -93,8 +90,9 @@ class ReservedLaunches:
         self._zones = {t.name: frozenset(o.zone for o in t.offerings) for t in self.types}
         self._on_demand = {t.name: t.price_on_demand for t in self.types if t.price_on_demand is not None}
         self._built: dict[tuple[str, tuple[int, ...], tuple[str, ...]], NodeClaimTemplate] = {}
-        if not enabled:
+        if not rules.reserved_capacity:
             return
+        head, described = rules.head, rules.answers.capacity_reservations
         by_id = {str(raw.get("CapacityReservationId")): raw for raw in described or ()}
         for pool, document in sorted(head.nodepools.items()):
             class_name = _class_of(document)
@@ -126,9 +124,6 @@ class ReservedLaunches:
             rid = rules.reservation_of(node)
             if rid in self.room:
                 self.held[name] = rid
-
-    def _show(self, ids: Sequence[str]) -> str:
-        return ", ".join(hashed("cr", i) if self.redact else i for i in ids)
 
     def shown(self, reservation_id: str) -> str:
         """The reservation id as the plan prints it (hashed `cr-…` with `--redact`)."""
