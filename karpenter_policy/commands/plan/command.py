@@ -52,7 +52,6 @@ from karpenter_policy.commands.plan.templateamidrift import TemplateAmiDrift
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
 from karpenter_policy.commands.plan.workloadcost import workload_costs
 from karpenter_policy.kube.objects import parse_time
-from karpenter_policy.model import labels as wk
 from karpenter_policy.scheduling import InstanceTable
 
 __all__ = ["parse_start", "plan_command"]
@@ -260,10 +259,8 @@ def plan_command(
                                                      work))
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
     cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
-    by_name = {t.name: t for t in templates}
-    notes = (rules.notes() + ami.notes() + v1_rules.notes() + reserved.notes(
-        lambda pool: pool in by_name and by_name[pool].requirements.get_or_exists(wk.CAPACITY_TYPE).has(
-            wk.CAPACITY_RESERVED)) + rollout.notes + [str(p) for p in snapshot.problems])
+    notes = (rules.notes() + ami.notes() + v1_rules.notes() + reserved.notes(templates) + rollout.notes
+             + [str(p) for p in snapshot.problems])
     if fleet.volume_note is not None:
         notes.append(fleet.volume_note)
     if pricing.description:

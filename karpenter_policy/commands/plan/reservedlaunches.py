@@ -129,11 +129,12 @@ class ReservedLaunches:
         """The reservation id as the plan prints it (hashed `cr-…` with `--redact`)."""
         return self._show([reservation_id]) if reservation_id else ""
 
-    def notes(self, allows: Callable[[str], bool]) -> list[str]:
-        """Why a NodePool whose template (by name) `allows` the `reserved` capacity type launches into no
+    def notes(self, templates: Sequence[NodeClaimTemplate]) -> list[str]:
+        """Why a NodePool whose template (of HEAD's `templates`) allows the `reserved` capacity type launches into no
         reservation."""
+        allows = {t.name for t in templates if t.requirements.get_or_exists(wk.CAPACITY_TYPE).has(wk.CAPACITY_RESERVED)}
         return [f"nodepool {pool}: no replacement launched into a capacity reservation: {why}"
-                for (pool, why), _ in sorted(self.unknown.items()) if allows(pool_key(pool, True))]
+                for (pool, why), _ in sorted(self.unknown.items()) if pool_key(pool, True) in allows]
 
     def _offerings(self, pool: str) -> dict[str, tuple[ReservedOffering, ...]]:
         return reserved_offerings(self.pools[pool], self._zones, self._on_demand, lambda rid: self.room.get(rid, 0))
