@@ -10,9 +10,9 @@ Pure (no boto3): `cloud/aws/reservations.py` makes the calls and keeps the cache
   refuses both), else `MaxResults` 1000.
 - `reservation`: v1.14.1's `CapacityReservationFromEC2` (aws pkg/apis/v1/ec2nodeclass_status.go): criteria `open` or
   `targeted` only, type `default` or `capacity-block`, `Interruptible` absent: false; a capacity block is `expiring`
-  from 40 minutes before its end (`active` before, and every other reservation always). What v1.14.1 cannot parse
-  it leaves out, logged: here too — and also a reservation missing a field v1.14.1 reads through a pointer (its id,
-  zone, type, owner), where v1.14.1 would panic.
+  from 40 minutes before its end (`active` before, and every other reservation always: `is_expiring`). What v1.14.1
+  cannot parse it leaves out, logged: here too — and also a reservation missing a field v1.14.1 reads through a
+  pointer (its id, zone, type, owner), where v1.14.1 would panic.
 - `available_count`: `AvailableInstanceCount`, a count below 0 or not an integer read as 0 (nothing is launched into
   a reservation whose room is unknown).
 - `reserved_offerings`: v1.14.1's `ReservedCapacityResolver` (aws pkg/providers/instancetype/offering/
@@ -183,8 +183,6 @@ def reservation(raw: Any, now: dt.datetime) -> CapacityReservation | str:
         return f"{rid}: EndDate is not a time"
     end_time = end.astimezone(dt.UTC) if isinstance(end, dt.datetime) else None
     interruptible = raw.get("Interruptible")
-    # the times' difference, never `end - 40 min`: a (saved, hostile) end in year 1 has no moment 40 minutes before it
-    expiring = kind == TYPE_CAPACITY_BLOCK and end_time is not None and end_time - now <= EXPIRATION_PERIOD
     return CapacityReservation(
         id=rid,
         instance_type=str(fields["InstanceType"]),
@@ -194,8 +192,14 @@ def reservation(raw: Any, now: dt.datetime) -> CapacityReservation | str:
         reservation_type=str(kind),
         interruptible=interruptible is True,
         end_time=end_time,
-        state=STATE_EXPIRING if expiring else STATE_ACTIVE,
+        state=STATE_EXPIRING if is_expiring(str(kind), end_time, now) else STATE_ACTIVE,
     )
+
+
+def is_expiring(reservation_type: str, end_time: dt.datetime | None, now: dt.datetime) -> bool:
+    """Whether a reservation is `expiring` at `now`: a capacity block within `EXPIRATION_PERIOD` of its end."""
+    # the times' difference, never `end - 40 min`: a (saved, hostile) end in year 1 has no moment 40 minutes before it
+    return reservation_type == TYPE_CAPACITY_BLOCK and end_time is not None and end_time - now <= EXPIRATION_PERIOD
 
 
 def available_count(raw: Mapping[str, Any]) -> int:
@@ -343,6 +347,6 @@ __all__ = [
     "EXPIRATION_PERIOD", "LABEL_RESERVATION_ID", "LABEL_RESERVATION_INTERRUPTIBLE", "LABEL_RESERVATION_TYPE",
     "MATCH_CRITERIA", "MAX_RESULTS", "RESERVED_PRICE_DIVISOR", "STATE_ACTIVE", "STATE_EXPIRING", "TERMS",
     "TYPE_CAPACITY_BLOCK", "TYPE_DEFAULT", "CapacityReservation", "Query", "ReservedOffering", "available_count",
-    "instance_reservation", "launch_choices", "queries", "reservation", "reserved_offerings", "selected", "status_of",
-    "unexpired",
+    "instance_reservation", "is_expiring", "launch_choices", "queries", "reservation", "reserved_offerings",
+    "selected", "status_of", "unexpired",
 ]

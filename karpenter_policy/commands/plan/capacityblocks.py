@@ -32,6 +32,7 @@ from karpenter_policy.cloud.capacityreservations import (
 )
 from karpenter_policy.commands.plan.fleet import FleetNode
 from karpenter_policy.commands.plan.redact import hashed
+from karpenter_policy.commands.plan.reservationdrift import FLAG, GIVE
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
@@ -74,8 +75,7 @@ class CapacityBlocks:
         if not self.unknown:
             return []
         count = len(self.unknown)
-        where = ("the saved --capacity-reservations answer does not list their blocks" if self.described
-                 else "give `aws ec2 describe-capacity-reservations --output json` as --capacity-reservations")
+        where = f"the saved {FLAG} answer does not list their blocks" if self.described else GIVE
         return [f"{count} node{'s' if count != 1 else ''} in capacity blocks no EC2NodeClass status lists: when "
                 f"Karpenter deletes {'them' if count != 1 else 'it'} (40 minutes before the block ends) is not "
                 f"planned; {where}"]

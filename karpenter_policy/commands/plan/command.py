@@ -52,7 +52,6 @@ from karpenter_policy.commands.plan.templateamidrift import TemplateAmiDrift
 from karpenter_policy.commands.plan.waves import PdbBudgets, Replacements, Timing, plan_waves
 from karpenter_policy.commands.plan.workloadcost import workload_costs
 from karpenter_policy.kube.objects import parse_time
-from karpenter_policy.model import labels as wk
 from karpenter_policy.scheduling import InstanceTable
 
 __all__ = ["parse_start", "plan_command"]
@@ -233,9 +232,8 @@ def plan_command(
     timing = Timing(options.node_startup, options.pod_startup)
     checked = dict(zip((t.name for t in templates), (c for c in head.checked if not c.static), strict=True))
     reserved = ReservedLaunches(
-        head_side, reservations, fleet, answers.capacity_reservations, pricing.catalog.instance_types,
-        pricing.catalog.region, lambda name, over: templates_for([checked[name]], over, options.min_values_policy)[0],
-        now=start, enabled=reserved_capacity(options.feature_gates), redact=options.redact)
+        reservations, fleet, pricing.catalog.instance_types, pricing.catalog.region,
+        lambda name, over: templates_for([checked[name]], over, options.min_values_policy)[0])
     pdbs = PdbBudgets(fleet.pdbs, fleet.pod_objects)
     replacements = Replacements(templates, fleet.daemons, reserved if reserved.pools else None)
     v1alpha5 = {n: d for n, d in drift.items() if fleet.nodes[n].nodepool is None}
@@ -261,10 +259,8 @@ def plan_command(
                                                      work))
     cost = fleet_cost(pricing.catalog, fleet.nodes.values(), rollout)
     cost.workloads = workload_costs(pricing.catalog, fleet, rollout)
-    by_name = {t.name: t for t in templates}
-    notes = (rules.notes() + ami.notes() + v1_rules.notes() + reserved.notes(
-        lambda pool: pool in by_name and by_name[pool].requirements.get_or_exists(wk.CAPACITY_TYPE).has(
-            wk.CAPACITY_RESERVED)) + rollout.notes + [str(p) for p in snapshot.problems])
+    notes = (rules.notes() + ami.notes() + v1_rules.notes() + reserved.notes(templates) + rollout.notes
+             + [str(p) for p in snapshot.problems])
     if fleet.volume_note is not None:
         notes.append(fleet.volume_note)
     if pricing.description:

@@ -40,6 +40,7 @@ from karpenter_policy.cloud.amiselection import Image
 from karpenter_policy.cloud.capacityreservations import instance_reservation
 from karpenter_policy.cloud.networkselection import Described
 from karpenter_policy.commands.plan.snapshot import read_bytes
+from karpenter_policy.kube.objects import parse_time
 from karpenter_policy.model.instancetypes import EC2_TO_KUBE_ARCHITECTURES
 
 __all__ = ["Ec2Answers", "Ec2FileError", "InstanceNetwork", "instance_id", "kubernetes_version", "read_ec2_answers"]
@@ -191,7 +192,7 @@ def _end_date(file: str, path: str, value: Any) -> dt.datetime | None:
     if value is None:
         return None
     try:
-        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
+        moment = parse_time(value) if isinstance(value, str) else None
     except ValueError:
         moment = None
     if moment is None:

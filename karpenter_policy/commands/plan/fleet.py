@@ -241,11 +241,7 @@ def _claim_annotations(snapshot: Snapshot) -> dict[str, dict[str, str]]:
 
 def _ready(node: Obj) -> bool:
     status = node.get("status")
-    conditions = status.get("conditions") if isinstance(status, dict) else None
-    for condition in conditions if isinstance(conditions, list) else []:
-        if isinstance(condition, dict) and condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return True
+    return _condition(status.get("conditions") if isinstance(status, dict) else None, "Ready") is not False
 
 
 #: The taint the node controller puts on a cordoned node (`spec.unschedulable`).

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from karpenter_policy.cloud.capacityreservations import selected
+from karpenter_policy.cloud.capacityreservations import TERMS, selected
 from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.ec2answers import Ec2Answers
 from karpenter_policy.commands.plan.fleet import FleetNode
@@ -46,16 +46,14 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 
-__all__ = ["CAPACITY_RESERVATION_DRIFT", "FLAG", "TERMS", "ReservationDriftRules"]
+__all__ = ["CAPACITY_RESERVATION_DRIFT", "FLAG", "GIVE", "ReservationDriftRules"]
 
 #: Karpenter's drift reason (aws v1.14.1 `pkg/cloudprovider/drift.go`).
 CAPACITY_RESERVATION_DRIFT: Final = "CapacityReservationDrift"
-#: The EC2NodeClass field.
-TERMS: Final = "capacityReservationSelectorTerms"
 _FIELD: Final = f"spec.{TERMS}"
-#: The flag of the saved DescribeCapacityReservations answer, and the call that saves it.
+#: The flag of the saved DescribeCapacityReservations answer, and what a note asks for when the plan lacks it.
 FLAG: Final = "--capacity-reservations"
-_GIVE: Final = f"give `aws ec2 describe-capacity-reservations --output json` as {FLAG}"
+GIVE: Final = f"give `aws ec2 describe-capacity-reservations --output json` as {FLAG}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +109,8 @@ class ReservationDriftRules:
         return [f"{_plural(count)} of {owner}: capacity-reservation drift not assessed: {why}"
                 for (owner, why), count in sorted(self.unassessed.items())]
 
-    def _show(self, ids: Sequence[str]) -> str:
+    def show(self, ids: Sequence[str]) -> str:
+        """Reservation ids as the plan prints them (hashed `cr-…` with `--redact`; none: "none")."""
         shown = [hashed("cr", i) for i in ids] if self.redact else list(ids)
         return ", ".join(shown) or "none"
 
@@ -170,8 +169,8 @@ class ReservationDriftRules:
         if selection is None:
             return None
         owner = f"EC2NodeClass {name}"
-        shown = self._show([reservation])
-        now = self._show(sorted(selection.ids))
+        shown = self.show([reservation])
+        now = self.show(sorted(selection.ids))
         if selection.source:
             if reservation in selection.ids:
                 return None
@@ -187,11 +186,11 @@ class ReservationDriftRules:
                 return None
             self.unassessed[(owner, f"HEAD's {_FIELD} names reservation {shown} by id, which the snapshot's "
                              "status.capacityReservations does not show to exist (an id that does not exist "
-                             f"selects nothing); {_GIVE}")] += 1
+                             f"selects nothing); {GIVE}")] += 1
             return None
         elif selection.open:
             self.unassessed[(owner, f"HEAD changes {_FIELD}; its tags/instanceMatchCriteria terms select what "
-                             f"DescribeCapacityReservations answers: {_GIVE}")] += 1
+                             f"DescribeCapacityReservations answers: {GIVE}")] += 1
             return None
         else:
             why = (f"{owner}'s {_FIELD} changed → reservation {shown} of node {node.name} is no longer selected "

@@ -34,29 +34,25 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from karpenter_policy.cloud.capacityreservations import (
-    EXPIRATION_PERIOD,
     STATE_EXPIRING,
-    TYPE_CAPACITY_BLOCK,
+    TERMS,
     CapacityReservation,
     ReservedOffering,
     available_count,
+    is_expiring,
     launch_choices,
     reservation,
     reserved_offerings,
 )
 from karpenter_policy.cloud.reservedtypes import with_reserved_offerings
-from karpenter_policy.commands.plan.drift import PolicySide
 from karpenter_policy.commands.plan.fleet import Fleet
-from karpenter_policy.commands.plan.redact import hashed
-from karpenter_policy.commands.plan.reservationdrift import FLAG, TERMS, ReservationDriftRules
+from karpenter_policy.commands.plan.reservationdrift import GIVE, ReservationDriftRules
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import InstanceType
 from karpenter_policy.model.pools import pool_key
 from karpenter_policy.scheduling import ClaimPlan, InstanceTable, NodeClaimTemplate
 
 __all__ = ["ReservedLaunches"]
-
-_GIVE = f"give `aws ec2 describe-capacity-reservations --output json` as {FLAG}"
 
 
 def _class_of(nodepool: Mapping[str, Any]) -> str:
@@ -71,15 +67,14 @@ def _class_of(nodepool: Mapping[str, Any]) -> str:
 class ReservedLaunches:
     """The reservations each HEAD NodePool's replacements may launch into and their room (see the module docstring).
 
-    `build(name, table)`: HEAD's template `name` (`NodePool/<name>`) over `table`; `types`: the catalog's instance
-    types."""
+    `rules`: HEAD, the saved answers, `--start`, the `ReservedCapacity` gate and `--redact` as the drift check reads
+    them; `build(name, table)`: HEAD's template `name` (`NodePool/<name>`) over `table`; `types`: the catalog's
+    instance types."""
 
-    def __init__(self, head: PolicySide, rules: ReservationDriftRules, fleet: Fleet,
-                 described: Sequence[Mapping[str, Any]] | None, types: Sequence[InstanceType], region: str,
-                 build: Callable[[str, InstanceTable], NodeClaimTemplate], *, now: dt.datetime,
-                 enabled: bool = True, redact: bool = False) -> None:
-        self.types, self.region, self.build, self.redact = tuple(types), region, build, redact
-        self.start = now
+    def __init__(self, rules: ReservationDriftRules, fleet: Fleet, types: Sequence[InstanceType], region: str,
+                 build: Callable[[str, InstanceTable], NodeClaimTemplate]) -> None:
+        self.types, self.region, self.build, self._show = tuple(types), region, build, rules.show
+        self.start = now = rules.now
         #: (seconds from the start, reservation id): room given back when the instance is terminated, not before
         self._due: list[tuple[float, str]] = []
         #: template name (`NodePool/<name>`) → the reservations (with a known count) its replacements may take
@@ -95,8 +90,9 @@ class ReservedLaunches:
         self._zones = {t.name: frozenset(o.zone for o in t.offerings) for t in self.types}
         self._on_demand = {t.name: t.price_on_demand for t in self.types if t.price_on_demand is not None}
         self._built: dict[tuple[str, tuple[int, ...], tuple[str, ...]], NodeClaimTemplate] = {}
-        if not enabled:
+        if not rules.reserved_capacity:
             return
+        head, described = rules.head, rules.answers.capacity_reservations
         by_id = {str(raw.get("CapacityReservationId")): raw for raw in described or ()}
         for pool, document in sorted(head.nodepools.items()):
             class_name = _class_of(document)
@@ -107,7 +103,7 @@ class ReservedLaunches:
             ids = rules.selected_ids(class_name) if described is not None else None
             if ids is None:
                 self.unknown[(pool, f"the room of the capacity reservations EC2NodeClass {class_name} selects is not "
-                              f"known (no room assumed); {_GIVE}")] += 1
+                              f"known (no room assumed); {GIVE}")] += 1
                 continue
             found: list[CapacityReservation] = []
             missing: list[str] = []
@@ -121,7 +117,7 @@ class ReservedLaunches:
                 self.room.setdefault(rid, available_count(raw))
             if missing:
                 self.unknown[(pool, f"the available instance count of reservation(s) {self._show(missing)} is not "
-                              f"known (no room assumed); {_GIVE}")] += 1
+                              f"known (no room assumed); {GIVE}")] += 1
             if found:
                 self.pools[pool_key(pool, True)] = tuple(found)
         for name, node in fleet.nodes.items():
@@ -129,18 +125,16 @@ class ReservedLaunches:
             if rid in self.room:
                 self.held[name] = rid
 
-    def _show(self, ids: Sequence[str]) -> str:
-        return ", ".join(hashed("cr", i) if self.redact else i for i in ids)
-
     def shown(self, reservation_id: str) -> str:
         """The reservation id as the plan prints it (hashed `cr-…` with `--redact`)."""
         return self._show([reservation_id]) if reservation_id else ""
 
-    def notes(self, allows: Callable[[str], bool]) -> list[str]:
-        """Why a NodePool whose template (by name) `allows` the `reserved` capacity type launches into no
+    def notes(self, templates: Sequence[NodeClaimTemplate]) -> list[str]:
+        """Why a NodePool whose template (of HEAD's `templates`) allows the `reserved` capacity type launches into no
         reservation."""
+        allows = {t.name for t in templates if t.requirements.get_or_exists(wk.CAPACITY_TYPE).has(wk.CAPACITY_RESERVED)}
         return [f"nodepool {pool}: no replacement launched into a capacity reservation: {why}"
-                for (pool, why), _ in sorted(self.unknown.items()) if allows(pool_key(pool, True))]
+                for (pool, why), _ in sorted(self.unknown.items()) if pool_key(pool, True) in allows]
 
     def _offerings(self, pool: str) -> dict[str, tuple[ReservedOffering, ...]]:
         return reserved_offerings(self.pools[pool], self._zones, self._on_demand, lambda rid: self.room.get(rid, 0))
@@ -214,6 +208,4 @@ class ReservedLaunches:
 
 def _expires(found: CapacityReservation, moment: dt.datetime) -> bool:
     """Whether a capacity block not `expiring` yet is by `moment`."""
-    return (found.reservation_type == TYPE_CAPACITY_BLOCK and found.state != STATE_EXPIRING
-            and found.end_time is not None
-            and found.end_time - moment <= EXPIRATION_PERIOD)
+    return found.state != STATE_EXPIRING and is_expiring(found.reservation_type, found.end_time, moment)
