@@ -202,12 +202,19 @@ def is_expiring(reservation_type: str, end_time: dt.datetime | None, now: dt.dat
     return reservation_type == TYPE_CAPACITY_BLOCK and end_time is not None and end_time - now <= EXPIRATION_PERIOD
 
 
+#: The most an EC2 count can say (its API's `Integer` is 32 bits): more is no answer EC2 gives.
+MAX_EC2_COUNT: Final = 2**31 - 1
+
+
+def is_ec2_count(value: object) -> bool:
+    """Whether `value` is a count EC2 could answer (an integer 0 … `MAX_EC2_COUNT`, not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_EC2_COUNT
+
+
 def available_count(raw: Mapping[str, Any]) -> int:
-    """`AvailableInstanceCount`; 0 when it is missing, not an integer or negative (a room not known is no room)."""
+    """`AvailableInstanceCount`; 0 when it is missing or no count EC2 gives (a room not known is no room)."""
     count = raw.get("AvailableInstanceCount")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        return 0
-    return count
+    return count if isinstance(count, int) and is_ec2_count(count) else 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -330,9 +330,10 @@ def test_unreadable_reservations_are_left_out(
     assert ids(listed(provider, {"tags": DISCOVERY})) == ["cr-good"], why
 
 
-@pytest.mark.parametrize("count", ["-3", None])
+@pytest.mark.parametrize("count", ["-3", None, "9" * 40])
 def test_a_count_not_known_is_no_room(aws: AwsEnv, provider: AwsCloudProvider, count: str | None) -> None:
-    """A negative or missing AvailableInstanceCount is 0 (nothing launched into a room not known)."""
+    """A negative or missing AvailableInstanceCount, or one past EC2's 32-bit counts, is 0 (nothing launched into a
+    room not known)."""
     aws.reservations.declare(
         DeclaredReservation("cr-a", "m5.large", "us-east-1a", 3, fields={"availableInstanceCount": count})
     )

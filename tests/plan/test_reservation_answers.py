@@ -211,6 +211,11 @@ def test_a_block_ending_in_year_1_is_expiring_not_an_overflow(tmp_path: Path) ->
      "CapacityReservations[0].Interruptible: not true or false: \"yes\""),
     ({"CapacityReservations": [{"CapacityReservationId": "cr-1", "Tags": [{"Value": "x"}]}]},
      "CapacityReservations[0].Tags[0].Key: missing"),
+    # hostile pass: more room than EC2's 32-bit count can say (a 4,000-digit count was read as room)
+    ({"CapacityReservations": [{"CapacityReservationId": "cr-1", "AvailableInstanceCount": 2**31}]},
+     "CapacityReservations[0].AvailableInstanceCount: not a count (an integer, 0 to 2,147,483,647): 2147483648"),
+    ({"CapacityReservations": [{"CapacityReservationId": "cr-1", "AvailableInstanceCount": -1}]},
+     "CapacityReservations[0].AvailableInstanceCount: not a count (an integer, 0 to 2,147,483,647): -1"),
 ])
 def test_an_answer_out_of_shape_names_the_file_and_field(tmp_path: Path, document: Any, message: str) -> None:
     path = tmp_path / "cr.json"

@@ -37,7 +37,7 @@ from typing import Any
 
 from karpenter_policy.api.schema import show_value
 from karpenter_policy.cloud.amiselection import Image
-from karpenter_policy.cloud.capacityreservations import instance_reservation
+from karpenter_policy.cloud.capacityreservations import MAX_EC2_COUNT, instance_reservation, is_ec2_count
 from karpenter_policy.cloud.networkselection import Described
 from karpenter_policy.commands.plan.snapshot import read_bytes
 from karpenter_policy.kube.objects import parse_time
@@ -217,9 +217,9 @@ def _capacity_reservations(file: str, into: dict[str, Mapping[str, Any]]) -> Non
             read["Interruptible"] = interruptible
         count = item.get("AvailableInstanceCount")
         if count is not None:
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise Ec2FileError(f"{file}: {path}.AvailableInstanceCount: not a count (an integer, 0 or more): "
-                                   f"{show_value(count)}")
+            if not is_ec2_count(count):
+                raise Ec2FileError(f"{file}: {path}.AvailableInstanceCount: not a count (an integer, 0 to "
+                                   f"{MAX_EC2_COUNT:,}): {show_value(count)}")
             read["AvailableInstanceCount"] = count
         tags = _tags(file, path, item.get("Tags"))
         read["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
