@@ -304,9 +304,22 @@ class NodeClaimTemplate:
         )
 
 
-def by_weight(template: NodeClaimTemplate) -> tuple[int, str]:
-    """The templates' order, as a sort key: the heaviest first, equal weights by name (docs/scheduling.md, "Queue")."""
-    return -template.weight, template.name
+def by_weight(template: NodeClaimTemplate) -> tuple[int, tuple[int, ...]]:
+    """The templates' order, as a sort key: the heaviest first; equal weights by name — a Provisioner's A to Z (the
+    order v0.31.1 lists them in, which its sort by weight alone keeps or not), a v1 NodePool's Z to A, as v1.14.1's
+    `OrderByWeight` (pkg/utils/nodepool/nodepool.go:161) puts "the NodePool with the name later in the alphabet"
+    first (docs/scheduling.md, "Queue")."""
+    return -template.weight, name_order(template.name, descending=template.v1)
+
+
+def name_order(name: str, *, descending: bool) -> tuple[int, ...]:
+    """A sort key for `name`, A to Z or Z to A (Go's byte order of the UTF-8 text: code point order), comparable
+    between both directions: the code points, negated when descending, and an end mark that keeps a name before
+    the longer names it begins when ascending (`a`, `ab`, `b`) and after them when descending (`b`, `ab`, `a`), as
+    Go's string comparison orders them."""
+    if descending:
+        return (*(-ord(c) for c in name), 1)
+    return (*(ord(c) for c in name), -1)
 
 
 def owner_requirements(owner_label: str, name: str) -> tuple[Requirement, ...]:

@@ -161,12 +161,13 @@ CASES = [
          policy=BEST_EFFORT, instance_type="instance-type-1", pool="default", relaxed=f"{IT} 3 → 2"),
     Case(PROVISIONING, 3024, "MinValuesPolicy BestEffort / should relax minValues before falling back to other "
          "nodepools", RELAX_TYPES,
-         (Pool("default", ((*THREE_TYPES, 3),)), Pool("no-min-values", (THREE_TYPES + (None,),))),
+         (Pool("default", ((*THREE_TYPES, 3),), weight=100), Pool("no-min-values", (THREE_TYPES + (None,),),
+                                                                   weight=10)),
          (("0.9", ()),), scheduled=True, policy=BEST_EFFORT, instance_type="instance-type-1", pool="default",
          relaxed=f"{IT} 3 → 2"),
     Case(PROVISIONING, 3100, "MinValuesPolicy BestEffort / should choose nodepool with higher weight when relaxing "
          "minValues", RELAX_TYPES,
-         (Pool("default", ((*THREE_TYPES, 3),), weight=10), Pool("lower-weight", ((*THREE_TYPES, 3),), weight=1)),
+         (Pool("default", ((*THREE_TYPES, 3),), weight=100), Pool("lower-weight", ((*THREE_TYPES, 3),), weight=10)),
          (("0.9", ()),), scheduled=True, policy=BEST_EFFORT, instance_type="instance-type-1", pool="default",
          relaxed=f"{IT} 3 → 2"),
     # Context "with zone requirements" (NodePool: the three zones, minValues 3)

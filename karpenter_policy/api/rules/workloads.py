@@ -95,14 +95,19 @@ OVERLAP = Rule(
     id="overlap",
     severity=WARNING,
     summary=(
-        "Provisioners or NodePools of equal weight both match a workload: Karpenter's choice between them is "
-        "arbitrary."
+        "Provisioners or NodePools of equal weight both match a workload: which one launches its nodes is "
+        "arbitrary (v0.31) or decided by their names (v1)."
     ),
     description=(
-        "check --workloads: two provisioners of equal weight both match a workload, so Karpenter's choice between "
-        "them is arbitrary. A warning: give them different weights."
+        "check --workloads: two provisioners or NodePools of equal weight both match a workload. Karpenter v0.31.1 "
+        "orders provisioners by weight alone, so its choice between two Provisioners is arbitrary; v1.14.1 puts the "
+        "NodePool whose name is later in the alphabet first, so a rename moves the workload. A warning: give them "
+        "different weights."
     ),
-    karpenter="core pkg/controllers/provisioning/provisioner.go: Provisioner.NewScheduler",
+    karpenter=(
+        "core pkg/controllers/provisioning/provisioner.go: Provisioner.NewScheduler; "
+        "core-v1 pkg/utils/nodepool/nodepool.go: OrderByWeight"
+    ),
 )
 
 

@@ -142,7 +142,8 @@ class Placement:
     that provisioner that fit it (sorted by name). `reasons`: provisioner name → why it refused the workload,
     for every provisioner tried before the chosen one (all of them when unschedulable), at the deciding
     variant of the pod. `candidates`: every provisioner that could take it at that variant, in Karpenter's
-    order; `alternatives`: the candidates of the chosen one's weight (Karpenter picks among them arbitrarily).
+    order; `alternatives`: the candidates of the chosen one's weight (v0.31 picks among Provisioners arbitrarily,
+    v1.14.1 takes the NodePool named last: `_tie_text`).
     `relaxed`: what Karpenter relaxed before it fit (or, unschedulable, everything it tried relaxing).
     `requests`: the pod's requests; `overhead`: the DaemonSet requests on the chosen provisioner's nodes.
     `outcome`: what the plan of every replica did with the workload's pods (None: it has none in the plan). A
@@ -845,6 +846,19 @@ def workload_findings(result: Schedule) -> list[Finding]:
     return findings
 
 
+def _tie_text(a: CheckedProvisioner, b: CheckedProvisioner) -> str:
+    """Which of two equal-weight pools Karpenter launches from: two v1 NodePools, the name later in the alphabet
+    (v1.14.1's `OrderByWeight`, `scheduling.templates.by_weight`) — a rename moves the workload; otherwise either
+    (v0.31.1 sorts by weight alone, `sort.Slice`, which keeps no order among equals)."""
+    if a.kind == b.kind == NODEPOOL_KIND:
+        later = max(a, b, key=lambda c: c.name)
+        return (
+            f"Karpenter v1.14.1 launches from {later.object_ref}, the name later in the alphabet, "
+            "so renaming either moves the workload"
+        )
+    return "Karpenter picks either one"
+
+
 def _overlap_findings(result: Schedule) -> list[Finding]:
     by_name = {c.key: c for c in result.provisioners}
     pairs: dict[tuple[str, str], list[Placement]] = defaultdict(list)
@@ -865,7 +879,7 @@ def _overlap_findings(result: Schedule) -> list[Finding]:
         weight = first.provisioner.weight
         message = (
             f"same weight ({weight}) as {provisioner_ref(b)}, and both can launch a node for {example.ref}{also}: "
-            "Karpenter picks either one; give one a higher weight or make their requirements exclusive"
+            f"{_tie_text(first, second)}; give one a higher weight or make their requirements exclusive"
         )
         related = (_provisioner_location(second), Location(example.file, example.line, example.column))
         findings.append(
