@@ -70,6 +70,7 @@ from karpenter_policy.scheduling.evaluate import Candidate, Evaluation, Evaluato
 from karpenter_policy.scheduling.plan import ClaimPlan, ranked_refusals, refusals_message, refused_message
 from karpenter_policy.scheduling.pods import PodShape
 from karpenter_policy.scheduling.reasons import format_resource
+from karpenter_policy.scheduling.templates import name_order
 from karpenter_policy.scheduling.vectors import CPU_I, MEMORY_I, as_resources
 
 _SHOWN = 3
@@ -847,11 +848,12 @@ def workload_findings(result: Schedule) -> list[Finding]:
 
 
 def _tie_text(a: CheckedProvisioner, b: CheckedProvisioner) -> str:
-    """Which of two equal-weight pools Karpenter launches from: two v1 NodePools, the name later in the alphabet
-    (v1.14.1's `OrderByWeight`, `scheduling.templates.by_weight`) — a rename moves the workload; otherwise either
-    (v0.31.1 sorts by weight alone, `sort.Slice`, which keeps no order among equals)."""
+    """Which of two equal-weight pools Karpenter launches from: two v1 NodePools, the one the scheduler's own order
+    puts first (`scheduling.templates.name_order`, v1.14.1's `OrderByWeight`: the name later in the alphabet) — a
+    rename moves the workload; otherwise either (v0.31.1 sorts by weight alone, `sort.Slice`, which keeps no order
+    among equals)."""
     if a.kind == b.kind == NODEPOOL_KIND:
-        later = max(a, b, key=lambda c: c.name)
+        later = min(a, b, key=lambda c: name_order(c.name, descending=True))
         return (
             f"Karpenter v1.14.1 launches from {later.object_ref}, the name later in the alphabet, "
             "so renaming either moves the workload"
