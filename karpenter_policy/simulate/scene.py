@@ -75,6 +75,7 @@ from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering, InstanceType, Offering
+from karpenter_policy.model.taints import Taint, is_unregistered
 from karpenter_policy.reconcile.constraints import ConstraintSource, DirectorySource, FixedSource, Loaded
 from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.options import ControllerOptions
@@ -303,7 +304,7 @@ class Scene:
             node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
         if constraint_set.is_nodepool and (ready or instance_type not in self.kubelet.never_join):
             # its kubelet joined: registered, as v1.14.1's registration leaves a NodePool's node
-            kept = [t for t in node["spec"].get("taints", []) if t.get("key") != wk.TAINT_UNREGISTERED]
+            kept = [t for t in node["spec"].get("taints", []) if not is_unregistered(Taint.from_api(t))]
             node["spec"]["taints"] = kept
             if not kept:
                 del node["spec"]["taints"]

@@ -117,6 +117,20 @@ def test_a_node_registering_without_the_taint_registers_all_the_same_with_an_eve
         "Karpenter-managed nodes")
 
 
+def test_a_scene_node_added_registered_keeps_an_unregistered_key_of_another_effect(tmp_path: Path) -> None:
+    """`Scene.add_node` registers a NodePool's node as registration does (registration.go:99 `MatchTaint`: key and
+    effect): the `karpenter.sh/unregistered:NoExecute` taint goes, a taint of that key with another effect (the
+    user's own) stays, and the node is labelled registered."""
+    compiled = compile_policies(EXAMPLE / "policies", tmp_path / "build")
+    scene = Scene(compiled)
+    own = {"key": "karpenter.sh/unregistered", "value": "mine", "effect": "NoSchedule"}
+    name = scene.add_node("NodePool/batch", "m6i.large", taints=[own, UNREGISTERED])
+    node = scene.nodes()[name]
+    assert own in _taints(node)
+    assert not [t for t in _taints(node) if t.get("effect") == "NoExecute" and t["key"] == UNREGISTERED["key"]]
+    assert objects.labels(node)[wk.REGISTERED] == "true"
+
+
 @pytest.mark.slow
 def test_a_pending_registration_hook_keeps_the_taint_and_the_pod_off_the_node_until_it_is_ready(
     kubectl: Kubectl, tmp_path: Path, closing: Closing,
