@@ -30,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from karpenter_policy.api.kinds import PROVISIONER_KIND
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND
 from karpenter_policy.api.v1.launchsettings import offline_placement_offerings
 from karpenter_policy.api.v1.static import LEFT_OUT, NO_DYNAMIC_NODEPOOLS
@@ -53,7 +54,7 @@ from karpenter_policy.checks.source.workloads import LocatedWorkload, read_workl
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.instancetypes import ChosenOffering
 from karpenter_policy.model.minvalues import STRICT
-from karpenter_policy.model.pools import PROVISIONER_NOUN, pool_ref, pools_noun
+from karpenter_policy.model.pools import PROVISIONER_NOUN, pool_key, pool_ref, pools_noun
 from karpenter_policy.model.resources import ResourceList
 from karpenter_policy.model.spelling import nearest_name
 from karpenter_policy.scheduling import (
@@ -412,13 +413,15 @@ def plan_of(
     return plan_passes(templates, daemon_pods(workloads), [pod for pods in replicas for pod in pods], options)
 
 
-def nothing_to_place(checked: Sequence[CheckedProvisioner], templates: Sequence[NodeClaimTemplate]) -> str:
+def nothing_to_place(
+    checked: Sequence[CheckedProvisioner], templates: Sequence[NodeClaimTemplate], pools: Sequence[str] = (),
+) -> str:
     """What a pod that no template refused (there is none) is told: Karpenter v1.14.1's `no dynamic nodepools
     found` when the static NodePools left out (`templates_for`) were all there was, else that no provisioner (no
-    NodePool, no pool: `pools_noun`) admits an instance type."""
+    NodePool, no pool: `pools_noun` of `pools`, by default the checked ones' keys) admits an instance type."""
     static = [c.key for c in checked if c.static]
     if templates or not static:
-        noun = pools_noun((c.key for c in checked), 1)
+        noun = pools_noun(pools or [c.key for c in checked], 1)
         return _NO_PROVISIONER if noun == PROVISIONER_NOUN else f"no {noun} among the policies admits an instance type"
     return f"{NO_DYNAMIC_NODEPOOLS}: {', '.join(static)}: {LEFT_OUT}"
 
@@ -439,12 +442,14 @@ def schedule(
     scale: Mapping[str, int] | None = None,
     priced: Catalog | None = None,
     min_values_policy: str = STRICT,
+    declared: Sequence[str] = (),
 ) -> Schedule:
     """Each workload's verdict (DaemonSets only add overhead), from the plan of every replica (`scale` overrides
     replicas; `priced`: the catalog the plan is priced with, default `catalog`), with what the findings need.
     `checked` come from `check_paths` (only proven provisioners can take anything); `catalog` must be the one they
     were checked against (default: the embedded catalog). `min_values_policy`: Karpenter's `--min-values-policy`
-    for the NodePools' minValues."""
+    for the NodePools' minValues. `declared`: pool keys of the policies read, checked or not, whose kind names the
+    pools in a message when none was checked (every one invalid: `declared_pools`)."""
     catalog = catalog if catalog is not None else load_catalog()
     options = scheduler_options(checked)
     made = templates_for(checked, InstanceTable.of_catalog(catalog), min_values_policy)
@@ -469,8 +474,8 @@ def schedule(
         alone[workload.shape] = known
     plan = plan_of(pricing, workloads, replicas, options)
     templates = {t.name: t for t in scheduler.templates}
-    nothing = nothing_to_place(checked, made)
-    pools = tuple(c.key for c in checked)
+    pools = tuple(c.key for c in checked) or tuple(declared)
+    nothing = nothing_to_place(checked, made, pools)
     found = outcomes(plan, replicas, list(templates))
     placements: list[Placement] = []
     could_take: list[tuple[str, ...]] = []
@@ -978,7 +983,7 @@ def check_workloads(
     priced = capacity_catalog if capacity_catalog is not None else catalog
     gc.freeze()  # what was read stays alive while the plan is made: the collector need not walk it again and again
     try:
-        result = schedule(checked, found.workloads, catalog, scale, priced, min_values_policy)
+        result = schedule(checked, found.workloads, catalog, scale, priced, min_values_policy, declared_pools(report))
     finally:
         gc.unfreeze()
     report.findings.extend(workload_findings(result))
@@ -990,6 +995,14 @@ def check_workloads(
     report.findings.extend(multi_arch_findings(result.placements, InstanceTable.of_catalog(catalog)))
     capacity = capacity_of(result.plan, pricing, estimated, priced.region)
     return WorkloadCheck(result.placements, capacity)
+
+
+def declared_pools(report: Report) -> tuple[str, ...]:
+    """One pool key per kind of pool the report counts among the documents read, valid or not (named by the kind:
+    only the kind matters to `pools_noun`): an invalid NodePool is not checked, and a pod that nothing can take is
+    then told that no NodePool admits an instance type, not no Provisioner."""
+    return tuple(pool_key(kind, kind == NODEPOOL_KIND) for kind in (PROVISIONER_KIND, NODEPOOL_KIND)
+                 if report.kinds.get(kind))
 
 
 def placement_info_lines(placements: Sequence[Placement]) -> list[str]:

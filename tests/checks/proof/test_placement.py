@@ -216,6 +216,23 @@ def test_no_provisioner_at_all(tmp_path: Path) -> None:
     assert findings(report, "workload-unschedulable")
 
 
+@pytest.mark.parametrize(("kinds", "noun"), [(("NodePool",), "NodePool"), (("NodePool", "Provisioner"), "pool")])
+def test_with_only_invalid_pools_the_message_names_their_kind(
+    tmp_path: Path, kinds: tuple[str, ...], noun: str,
+) -> None:
+    """A NodePool that fails validation is not checked: the pod is told that no NodePool (both kinds: no pool)
+    takes it, the word of the policies the user wrote, not v0.31's Provisioner."""
+    bad = {
+        "NodePool": "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec: {weight: 500}\n",
+        "Provisioner": "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: old}\n"
+                       "spec: {weight: 500}\n",
+    }
+    report, checked, [placement] = run(tmp_path, [bad[k] for k in kinds], [deployment("web", "containers: []")])
+    assert not checked and findings(report, "schema")
+    assert placement.message() == (
+        f"no {noun} can launch a node for it: no {noun} among the policies admits an instance type")
+
+
 # --- Karpenter's decision -----------------------------------------------------------------------------------
 
 
