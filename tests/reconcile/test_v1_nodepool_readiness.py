@@ -320,15 +320,29 @@ def test_the_counter_follows_the_nodepools_nodes(compiled: Path) -> None:
     assert _counts(scene) == (zero, 0)
 
 
-@pytest.mark.parametrize(("used", "expected"), [
-    ((600, 6 << 30, 1256, 0), {"cpu": "600m", "memory": "6Gi", "pods": "1256", "ephemeral-storage": "0"}),
-    ((2000, 7934464 << 10, 110, 20 << 30), {"cpu": "2", "memory": "7934464Ki", "pods": "110",
-                                              "ephemeral-storage": "20Gi"}),
+@pytest.mark.parametrize(("used", "nodes", "expected"), [
+    ((600, 6 << 30, 1256, 0), 2, {"cpu": "600m", "memory": "6Gi", "pods": "1256", "ephemeral-storage": "0",
+                                  "nodes": "2"}),
+    ((2000, 7934464 << 10, 110, 20 << 30), 2, {"cpu": "2", "memory": "7934464Ki", "pods": "110",
+                                               "ephemeral-storage": "20Gi", "nodes": "2"}),
+    # a thousand cores, pods or nodes: Go's DecimalSI canonical form is `1k` (what `kubectl get nodepool -o yaml`
+    # shows under Karpenter), 1500 cores `1500`, 1000 bytes `1k` below 1Ki even in binary form
+    ((1_000_000, 1000, 1000, 0), 1000, {"cpu": "1k", "memory": "1k", "pods": "1k", "ephemeral-storage": "0",
+                                        "nodes": "1k"}),
+    ((1_500_000, 1 << 30, 2000, 0), 1500, {"cpu": "1500", "memory": "1Gi", "pods": "2k", "ephemeral-storage": "0",
+                                           "nodes": "1500"}),
 ])
-def test_the_counts_are_spelled_as_go_prints_the_sums(used: tuple[int, ...], expected: dict[str, str]) -> None:
-    """counter.go's `BaseResources` always present; the quantities as Go's `resource.Quantity` prints them."""
+def test_the_counts_are_spelled_as_go_prints_the_sums(
+    used: tuple[int, ...], nodes: int, expected: dict[str, str],
+) -> None:
+    """counter.go's `BaseResources` always present; the quantities as Go's `resource.Quantity` prints them, and
+    `status.nodes` the count as a number whatever its spelling."""
     vector = tuple(used) + ZERO[len(used):]
-    assert counter.resources(vector, 2) == dict(sorted({**expected, "nodes": "2"}.items()))
+    counted = counter.resources(vector, nodes)
+    assert counted == dict(sorted(expected.items()))
+    nodepool: dict[str, Any] = {}
+    assert counter.set_counts(nodepool, counted)
+    assert nodepool["status"]["nodes"] == nodes
 
 
 # --- hash/suite_test.go ------------------------------------------------------------------------------------------

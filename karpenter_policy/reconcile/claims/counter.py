@@ -4,32 +4,28 @@ pkg/controllers/nodepool/counter/controller.go; the sums from pkg/controllers/st
 `cpu`, `memory`, `pods`, `ephemeral-storage` and `nodes` always present (`BaseResources`, zero when no node runs)
 and `nodes` their count; `status.nodes` is that count as a number.
 
-Quantities are spelled as Go's `resource.Quantity` prints a sum: cpu in cores or millicores (`600m`, `2`), memory and
-ephemeral storage in the largest binary suffix that divides them exactly (`6Gi`, `7934464Ki`, bytes otherwise), the
-counts plainly. Here the counts come from the controller's cluster state (`ClusterState.used`, `node_counts`: the
-same numbers as `karpenter_nodepools_usage` and the limits); a node counts with its Node (the controller writes it at
-launch), so a claim not launched yet does not. Pure: `nodepoolstatus` writes what `resources` returns.
+Quantities are spelled as Go's `resource.Quantity` prints a sum (`model.quantity.canonical`): cpu, pods and the node
+count in the largest decimal suffix whose mantissa is whole (`600m`, `2`, `1k` for a thousand), memory and ephemeral
+storage — binary from the node's capacity — in the largest binary suffix that divides them exactly (`6Gi`,
+`7934464Ki`; bytes otherwise, decimal below 1Ki). Here the counts come from the controller's cluster state
+(`ClusterState.used`, `node_counts`: the same numbers as `karpenter_nodepools_usage` and the limits); a node counts
+with its Node (the controller writes it at launch), so a claim not launched yet does not. Pure: `nodepoolstatus`
+writes what `resources` returns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, Final
 
-from karpenter_policy.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, format_quantity
+from karpenter_policy.model.quantity import canonical
+from karpenter_policy.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, parse_quantity
 from karpenter_policy.scheduling.vectors import RESOURCES, Vector, to_decimal
 
 NODES: Final = "nodes"
 #: `counter.BaseResources`: always written, zero when nothing runs.
 BASE: Final = (CPU, MEMORY, PODS, EPHEMERAL_STORAGE, NODES)
-_BINARY: Final = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
-
-
-def _bytes(value: int) -> str:
-    for suffix, size in _BINARY:
-        if value and value % size == 0:
-            return f"{value // size}{suffix}"
-    return str(value)
 
 
 def resources(used: Vector | None, nodes: int) -> dict[str, str]:
@@ -38,8 +34,8 @@ def resources(used: Vector | None, nodes: int) -> dict[str, str]:
     for name, value in zip(RESOURCES, used or (), strict=False):
         if not value and name not in BASE:
             continue
-        out[name] = _bytes(value) if name in (MEMORY, EPHEMERAL_STORAGE) else format_quantity(to_decimal(name, value))
-    out[NODES] = str(nodes)
+        out[name] = canonical(to_decimal(name, value), binary=name in (MEMORY, EPHEMERAL_STORAGE))
+    out[NODES] = canonical(Decimal(nodes), binary=False)
     return dict(sorted(out.items()))
 
 
@@ -49,7 +45,7 @@ def set_counts(nodepool: dict[str, Any], counted: Mapping[str, str]) -> bool:
     status = nodepool.get("status")
     if not isinstance(status, dict):
         status = nodepool["status"] = {}
-    nodes = int(counted.get(NODES, "0"))
+    nodes = int(parse_quantity(counted.get(NODES, "0")))
     if status.get("resources") == dict(counted) and status.get("nodes") == nodes:
         return False
     status["resources"] = dict(counted)
