@@ -144,6 +144,8 @@ class ClaimLifecycle:
                     self._unclaimed.pop(node, None)
                 continue
             answer = hooks.placement_group_partition(record.labels, record.provider_id, self.context.cloud)
+            if not answer.ready:
+                _log_not_ready(answer, self.context.fields(node=node))
             try:
                 if answer.ready:
                     if answer.labels:
@@ -174,11 +176,7 @@ class ClaimLifecycle:
                 self.context.cluster.patch(objects.NODE, node, patch)
                 self.context.claims.label(claim, dict(answer.labels))
             return True
-        fields = self.context.fields(nodeclaim=claim, node=node)
-        if answer.error:
-            CLAIMS.warning("registration hook %r failed, %s", hooks.PLACEMENT_GROUP_HOOK, answer.error, extra=fields)
-        else:
-            CLAIMS.debug("awaiting registration hooks %s", hooks.PLACEMENT_GROUP_HOOK, extra=fields)
+        _log_not_ready(answer, self.context.fields(nodeclaim=claim, node=node))
         with self._lock:
             attempts = self._waiting[claim][3] + 1 if claim in self._waiting else 1
             self._waiting[claim] = (node, stage, now + hooks.backoff(attempts), attempts)
@@ -224,4 +222,14 @@ class ClaimLifecycle:
             self.context.registration_health.registered(claim)
 
 
+def _log_not_ready(answer: hooks.HookAnswer, fields: dict[str, object]) -> None:
+    """Say why a registration hook held a node back: a failed call (v1.14.1 returns it as an error, logged) is a
+    warning naming the hook and the failure; an answer not given yet, a debug line."""
+    if answer.error:
+        CLAIMS.warning("registration hook %r failed, %s", hooks.PLACEMENT_GROUP_HOOK, answer.error, extra=fields)
+    else:
+        CLAIMS.debug("awaiting registration hooks %s", hooks.PLACEMENT_GROUP_HOOK, extra=fields)
+
+
 __all__ = ["ClaimLifecycle"]
+
