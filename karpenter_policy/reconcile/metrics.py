@@ -33,9 +33,11 @@ lists each one, where it is recorded, and the ones that do not apply here:
 {reason, nodepool, capacity_type}`, `karpenter_nodeclaims_terminated_total{nodepool, capacity_type, zone}`,
 `karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}`,
 `…_decisions_by_nodepool_total` and `…_queue_failures_total` (a command under way whose replacements did not
-initialize), `karpenter_nodepools_allowed_disruptions{nodepool, reason}` and `…_nodes_consuming_budgets` (set by each
-decision for the reasons it read), `karpenter_nodes_created_total{nodepool, zone}`, `karpenter_nodes_terminated_total
-{nodepool, zone}`,
+initialize), `…_eligible_nodes{reason}`, `…_decision_evaluation_duration_seconds{reason, consolidation_type}` and
+`…_consolidation_timeouts_total{consolidation_type}` (each decision's NodePool candidates and methods, once a
+NodePool's set is in force), `karpenter_nodepools_allowed_disruptions{nodepool, reason}` and
+`…_nodes_consuming_budgets` (set by each decision for the reasons it read), `karpenter_nodes_created_total
+{nodepool, zone}`, `karpenter_nodes_terminated_total{nodepool, zone}`,
 `karpenter_nodes_termination_duration_seconds{nodepool}` (summary), `karpenter_nodes_drained_total{nodepool}` and
 `karpenter_nodes_lifetime_duration_seconds{nodepool}`; `karpenter_nodepools_limit` and `…_usage{resource_type,
 nodepool}` are read from the state at each scrape (`clustermetrics`).
@@ -555,6 +557,22 @@ class Metrics:
             "karpenter_voluntary_disruption_queue_failures_total",
             "The number of times that an enqueued disruption decision failed. Labeled by disruption method.",
             ["decision", "reason", "consolidation_type"], registry,
+        )
+        self.voluntary_disruption_eligible = Gauge(
+            "karpenter_voluntary_disruption_eligible_nodes",
+            "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
+            ["reason"], registry=registry,
+        )
+        self.voluntary_disruption_evaluation = Histogram(
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of the disruption decision evaluation process in seconds. Labeled by method and consolidation "
+            "type.",
+            ["reason", "consolidation_type"], buckets=DURATION_BUCKETS, registry=registry,
+        )
+        self.voluntary_disruption_timeouts = ExactCounter(
+            "karpenter_voluntary_disruption_consolidation_timeouts_total",
+            "Number of times the Consolidation algorithm has reached a timeout. Labeled by consolidation type.",
+            ["consolidation_type"], registry,
         )
         self.consolidation_moves = ExactCounter(
             "karpenter_consolidation_moves_total",

@@ -114,6 +114,11 @@ KARPENTER_V1: dict[str, Definition] = {
     "karpenter_voluntary_disruption_decisions_by_nodepool_total": (
         "counter", ("nodepool", "decision", "reason", "consolidation_type"), None,
     ),
+    "karpenter_voluntary_disruption_eligible_nodes": ("gauge", ("reason",), None),
+    "karpenter_voluntary_disruption_decision_evaluation_duration_seconds": (
+        "histogram", ("reason", "consolidation_type"), DURATION,
+    ),
+    "karpenter_voluntary_disruption_consolidation_timeouts_total": ("counter", ("consolidation_type",), None),
     # pkg/controllers/metrics/nodepool/controller.go
     "karpenter_nodepools_limit": ("gauge", ("resource_type", "nodepool"), None),
     "karpenter_nodepools_usage": ("gauge", ("resource_type", "nodepool"), None),

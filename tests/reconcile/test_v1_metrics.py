@@ -21,6 +21,7 @@ from promscrape import scrape, serving
 from karpenter_policy.fakes import eventbridge
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
+from karpenter_policy.reconcile.controller import Controller
 from karpenter_policy.reconcile.interruption.eventbridge import parse
 from karpenter_policy.reconcile.interruption.handler import disrupted_reason
 from karpenter_policy.testing import Scene, compile_policies
@@ -85,6 +86,54 @@ def test_a_consolidation_is_a_voluntary_disruption_decision_and_its_claim_is_dis
                        zone=zone) == 1
     assert found.total("karpenter_deprovisioning_actions_performed") == 0
 
+
+
+def test_each_decision_tells_v1s_eligible_nodes_evaluation_time_and_timeouts(consolidation: Path) -> None:
+    """core v1.14.1 pkg/controllers/disruption/controller.go `disrupt` and metrics.go: each method sets
+    `karpenter_voluntary_disruption_eligible_nodes{reason}` to its candidates (Emptiness `empty`, Drift `drifted`,
+    the consolidations `underutilized`: consolidation.go `ShouldDisrupt` — not a WhenEmpty pool's node, not an empty
+    one) and observes its time in `…_decision_evaluation_duration_seconds{reason, consolidation_type}`;
+    `…_consolidation_timeouts_total` has its `multi` and `single` series from 0 (`init`) and counts a budget run out.
+    A NodePool-only fleet sets none of v0.31's `karpenter_deprovisioning_eligible_machines` or
+    `…_evaluation_duration_seconds`."""
+    scene = Scene(consolidation, types=["m5.large", "m5.xlarge", "m5.2xlarge"])
+    scene.add_pod("kept", cpu="1", nodeSelector={wk.NODEPOOL: "under"})  # underutilized, nothing cheaper: stays
+    scene.add_pod("app", cpu="100m", nodeSelector={wk.NODEPOOL: "empty"})  # WhenEmpty: not underutilized
+    controller = scene.controller(consolidation_validation=60)
+    with serving(controller) as port:
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        scene.run(controller, 30)
+        settled = scrape(port)
+        scene.cluster.delete(objects.POD, "app", "default")
+        scene.run(controller, 40)  # `empty`'s consolidateAfter (30 s) passes; the command waits for its validation
+        emptied = scrape(port)
+        scene.run(controller, 180, until=lambda: len(scene.nodes()) == 1)  # the empty node deleted: `kept`'s left
+
+        ticks = iter(range(1, 1_000_000))
+        hurried = Controller(  # a clock that moves at every read: a budget of a microsecond runs out at once
+            scene.cluster, scene.cloud, scene.source,
+            scene.options(disruption_interval=1.0, single_node_budget=1e-6, consolidation_validation=60),
+            region=scene.region, clock=lambda: scene.clock.now + next(ticks) * 1e-3, wall_clock=scene.clock.wall,
+            metrics=controller.metrics,
+        )
+        hurried.take(scene.loaded)
+        scene.run(hurried, 5)
+        timed_out = scrape(port)
+    eligible = "karpenter_voluntary_disruption_eligible_nodes"
+    assert {s.labels["reason"]: s.value for s in settled.of(eligible)} == {
+        "empty": 0, "drifted": 0, "underutilized": 1}
+    assert emptied.value(eligible, reason="empty") == 1
+    evaluated = {(s.labels["reason"], s.labels["consolidation_type"])
+                 for s in settled.of("karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count")}
+    assert evaluated == {("empty", "empty"), ("drifted", ""), ("underutilized", "multi"), ("underutilized", "single")}
+    timeouts = "karpenter_voluntary_disruption_consolidation_timeouts_total"
+    assert {s.labels["consolidation_type"]: s.value for s in settled.of(timeouts)} == {"multi": 0, "single": 0}
+    assert timed_out.value(timeouts, consolidation_type="single") >= 1
+    assert timed_out.value(timeouts, consolidation_type="multi") == 0
+    assert not settled.of("karpenter_deprovisioning_evaluation_duration_seconds_count")
+    assert not [s for s in timed_out.of("karpenter_deprovisioning_eligible_machines")
+                if s.labels["deprovisioner"] != "emptiness"]
+    assert timed_out.total("karpenter_deprovisioning_consolidation_timeouts") == 0
 
 
 def test_a_deleted_nodepool_node_is_counted_drained_once_and_its_lifetime_observed(example: Path) -> None:

@@ -105,6 +105,10 @@ EMPTY = "empty"
 MULTI_NODE = "multi-node"
 SINGLE_NODE = "single-node"
 STAGES = (EXPIRATION, DRIFT, EMPTY, MULTI_NODE, SINGLE_NODE)
+#: Karpenter v1.14.1's disruption methods' reasons, as its metrics label them (`strings.ToLower(Reason())`).
+V1_EMPTY = "empty"
+V1_DRIFTED = "drifted"
+V1_UNDERUTILIZED = "underutilized"
 DELETE = "delete"
 REPLACE = "replace"
 #: Multi-node consolidation looks at this many candidates at most (Karpenter's limit).
@@ -236,12 +240,22 @@ class Decision:
     stopped: str = ""
     #: Something more urgent happened (pods became pending): the decision stopped, and acts on nothing.
     cut_short: bool = False
-    #: what Karpenter's metrics tell of it: per method that looked (expiration, drift, consolidation — its three
-    #: stages together), the candidates it found eligible and the seconds it took; the consolidations its budget
-    #: stopped (`multi-machine`, `single-machine`).
+    #: what Karpenter v0.31's metrics tell of it: per method that looked (expiration, drift, consolidation — its
+    #: three stages together), the Provisioners' candidates it found eligible and the seconds it took; the
+    #: consolidations of Provisioners' nodes its budget stopped (`multi-machine`, `single-machine`).
     eligible: dict[str, int] = field(default_factory=dict)
     evaluated: dict[str, float] = field(default_factory=dict)
     timeouts: list[str] = field(default_factory=list)
+    #: whether a Provisioner's set is in force (else v0.31's figures above tell nothing: no series of them)
+    provisioners: bool = True
+    #: the same as Karpenter v1.14.1 tells them for the NodePools' nodes (only when a NodePool's set is in force):
+    #: per method's reason (`empty`, `drifted`, `underutilized`) the NodePools' candidates it found eligible, per
+    #: (reason, consolidation type) the seconds the method took, and the consolidation types its budget stopped
+    #: (`multi`, `single`) — `karpenter_voluntary_disruption_eligible_nodes`, `…_decision_evaluation_duration_seconds`
+    #: and `…_consolidation_timeouts_total` (core pkg/controllers/disruption/controller.go `disrupt`).
+    v1_eligible: dict[str, int] = field(default_factory=dict)
+    v1_evaluated: dict[tuple[str, str], float] = field(default_factory=dict)
+    v1_timeouts: list[str] = field(default_factory=list)
     #: the consolidation moves a Balanced NodePool scored (v1.14.1's `consolidation_moves_total`, its score
     #: histogram and `ConsolidationApproved` Events)
     moves: list[Move] = field(default_factory=list)
@@ -306,6 +320,26 @@ class Inputs:
 WHEN_EMPTY = "WhenEmpty"
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 NEVER = "Never"
+
+
+def _has_nodepools(inputs: Inputs) -> bool:
+    """Whether a NodePool's set is in force: then the decision tells Karpenter v1.14.1's disruption metrics too."""
+    return any(constraint_set.is_nodepool for constraint_set in inputs.templates.sets.values())
+
+
+class _V1Timer:
+    """The seconds each of Karpenter v1.14.1's consolidation methods took within one stage of the decision (emptiness,
+    multi-node, single-node), into `decision.v1_evaluated` when `on`: each lap is the time since the last."""
+
+    def __init__(self, decision: Decision, on: bool) -> None:
+        self.decision, self.on = decision, on
+        self._since = time.perf_counter()
+
+    def lap(self, reason: str, consolidation_type: str, record: bool = True) -> None:
+        now = time.perf_counter()
+        if self.on and record:
+            self.decision.v1_evaluated[reason, consolidation_type] = now - self._since
+        self._since = now
 
 
 def consolidation_policy(constraint_set: ConstraintSet) -> str:
@@ -540,6 +574,7 @@ class Decider:
         """The next command, from the first stage that finds one (`after`: start at the stage after that one, as
         Karpenter goes on to the next deprovisioner when a consolidation fails its validation)."""
         decision = Decision()
+        decision.provisioners = any(not s.is_nodepool for s in inputs.templates.sets.values())
         stages = STAGES[STAGES.index(after) + 1:] if after is not None else STAGES
         candidates = self.candidates(inputs, decision)
         if DRIFT in stages:
@@ -552,6 +587,8 @@ class Decider:
             command = method(inputs, candidates, decision, stages)
             if name in decision.eligible:  # the method looked (one of its stages is among these)
                 decision.evaluated[name] = time.perf_counter() - started
+                if name == DRIFT and _has_nodepools(inputs):
+                    decision.v1_evaluated[V1_DRIFTED, ""] = decision.evaluated[name]
             if command is not None:
                 decision.command = command
                 break
@@ -769,7 +806,9 @@ class Decider:
             ((c, self._drift_reasons[c.name]) for c in candidates if c.name in self._drifted_since),
             key=lambda e: (self._drifted_since[e[0].name], e[0].created or inputs.now, e[0].name),
         )
-        decision.eligible[DRIFT] = len(drifted)
+        decision.eligible[DRIFT] = sum(1 for c, _ in drifted if not c.nodepool)  # v0.31's: Provisioners' nodes
+        if _has_nodepools(inputs):  # Drift's candidates (drift.go `ShouldDisrupt`: a static NodePool's are not)
+            decision.v1_eligible[V1_DRIFTED] = sum(1 for c, _ in drifted if c.nodepool and not c.static)
         allowance = self._allowance(inputs, v1budgets.DRIFTED, decision)
         drifted = [(c, why) for c, why in drifted if allowance.get(c.provisioner, 1) > 0]
         static = self._static_drift(inputs, [e for e in drifted if e[0].static])
@@ -831,8 +870,15 @@ class Decider:
         v031 = sorted((c for c in eligible if not c.nodepool), key=lambda c: (c.disruption_cost, c.name))
         v1 = cast(list[Candidate], balanced.ordered(c for c in eligible if c.nodepool))
         eligible = v031 + v1
-        decision.eligible[CONSOLIDATION] = len(eligible)
+        decision.eligible[CONSOLIDATION] = sum(1 for c in eligible if not c.nodepool)  # v0.31's: Provisioners' nodes
+        timer = _V1Timer(decision, _has_nodepools(inputs))
+        if timer.on:  # Emptiness's candidates, then consolidation's (consolidation.go `ShouldDisrupt`)
+            decision.v1_eligible[V1_EMPTY] = sum(1 for c in eligible if c.nodepool and c.empty)
+            decision.v1_eligible[V1_UNDERUTILIZED] = sum(
+                1 for c in eligible if c.nodepool and c.underutilized and not c.empty
+            )
         empty = within_budgets([c for c in eligible if c.empty], self._allowance(inputs, v1budgets.EMPTY, decision))
+        timer.lap(V1_EMPTY, "empty", EMPTY in stages)
         if EMPTY in stages and empty:
             savings = pricing.total(c.price for c in empty)
             return Command(CONSOLIDATION, tuple(empty), why="empty", savings=savings, stage=EMPTY)
@@ -847,9 +893,11 @@ class Decider:
                 batch = within_budgets(group, allowance)[:MULTI_NODE_LIMIT]  # at most each NodePool's allowance
                 command = self._multi_node(inputs, batch, decision, deadline, evaluator)
                 if command is not None:
+                    timer.lap(V1_UNDERUTILIZED, "multi")
                     return command
-                if decision.cut_short or "multi-machine" in decision.timeouts:
+                if decision.cut_short or "multi-machine" in decision.timeouts or "multi" in decision.v1_timeouts:
                     break
+            timer.lap(V1_UNDERUTILIZED, "multi")
         if SINGLE_NODE not in stages:
             return None
         single = [c for c in eligible if not c.nodepool] + cast(
@@ -864,9 +912,13 @@ class Decider:
                     f"single-node consolidation stopped after {position} of {len(single)} candidates: "
                     f"its {inputs.single_node_budget:g}s budget ran out"
                 )
-                decision.timeouts.append("single-machine")
                 # v1.14.1 `PreviouslyUnseenNodePools`: the pools it did not reach go first next time.
                 self._unseen_pools = frozenset(c.provisioner for c in single[position:] if c.nodepool)
+                if self._unseen_pools:
+                    decision.v1_timeouts.append("single")
+                if any(not c.nodepool for c in single[position:]):
+                    decision.timeouts.append("single-machine")
+                timer.lap(V1_UNDERUTILIZED, "single")
                 return None
             if not evaluator.can_pass(candidate):
                 decision.blocked[candidate.name] = (
@@ -885,8 +937,10 @@ class Decider:
                     decision.blocked[candidate.name] = "consolidation: its NodePool's Balanced score refuses the move ("
                     decision.blocked[candidate.name] += "; ".join(s.message() for s in scores if not s.approved) + ")"
                     continue
+            timer.lap(V1_UNDERUTILIZED, "single")
             return command
         self._unseen_pools = frozenset()
+        timer.lap(V1_UNDERUTILIZED, "single")
         return None
 
     @staticmethod
@@ -941,7 +995,10 @@ class Decider:
                 return None
             if inputs.clock() > deadline:
                 decision.stop(f"multi-node consolidation stopped: its {inputs.multi_node_budget:g}s budget ran out")
-                decision.timeouts.append("multi-machine")
+                if any(c.nodepool for c in eligible):
+                    decision.v1_timeouts.append("multi")
+                else:
+                    decision.timeouts.append("multi-machine")
                 break
             middle = (low + high) // 2
             command = self.consolidate(inputs, eligible[:middle], Decision())

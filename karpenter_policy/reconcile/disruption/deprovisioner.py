@@ -40,7 +40,9 @@ shows.
 
 What Karpenter's deprovisioning controller records, it records: per decision the candidates each method found
 (`karpenter_deprovisioning_eligible_machines`), its time (`…_evaluation_duration_seconds`) and consolidations its
-budget stopped (`…_consolidation_timeouts`); per command carried out `…_actions_performed{action=
+budget stopped (`…_consolidation_timeouts`) for the Provisioners' nodes, and v1.14.1's
+`karpenter_voluntary_disruption_eligible_nodes`, `…_decision_evaluation_duration_seconds` and
+`…_consolidation_timeouts_total` for the NodePools'; per command carried out `…_actions_performed{action=
 "<method>/<action>"}`, a `DeprovisioningTerminating` Event on each node it deletes and the machine terminated with
 that reason, the time its replacements took to initialize (`…_replacement_machine_initialized_seconds`) or a
 replacement that failed (`…_replacement_machine_launch_failure_counter`); and on a node that cannot be disrupted, an
@@ -87,6 +89,8 @@ from karpenter_policy.reconcile.state.cluster import ClusterState
 DEPROVISIONING = logs.logger("deprovisioning")
 #: While a command is under way, it is followed this often.
 FOLLOW_SECONDS = 1.0
+#: Karpenter v1.14.1's consolidation types that can time out (metrics.go `init`: both counted from 0).
+V1_CONSOLIDATION_TYPES = ("multi", "single")
 
 
 #: Launches the replacements of a command: the names of the Nodes registered, or why it failed.
@@ -430,17 +434,34 @@ class Deprovisioner:
     def _record(self, decision: Decision) -> None:
         """Karpenter's metrics of a decision."""
         metrics = self.metrics
-        for method, count in decision.eligible.items():
-            metrics.deprovisioning_eligible.labels(method).set(count)
-        for method, seconds in decision.evaluated.items():
-            metrics.deprovisioning_evaluation.labels(method).observe(seconds)
+        if decision.provisioners:  # v0.31's names for the Provisioners' nodes
+            for method, count in decision.eligible.items():
+                metrics.deprovisioning_eligible.labels(method).set(count)
+            for method, seconds in decision.evaluated.items():
+                metrics.deprovisioning_evaluation.labels(method).observe(seconds)
         for kind in decision.timeouts:
             metrics.deprovisioning_timeouts.labels(kind).inc()
+        self._record_v1(decision)
         for (nodepool, reason), (allowed, disrupting) in sorted(decision.budgets.items()):
             metrics.nodepool_allowed_disruptions.labels(nodepool, reason).set(allowed)
             metrics.nodepool_nodes_consuming_budgets.labels(nodepool, reason).set(disrupting)
         for move in decision.moves:  # v1.14.1's `ApproveCommand` / `EmitMultiNodeEvents`
             self._record_move(move)
+
+    def _record_v1(self, decision: Decision) -> None:
+        """Karpenter v1.14.1's figures of a decision over NodePools' nodes (core pkg/controllers/disruption/
+        controller.go `disrupt`, metrics.go): the timeouts' two series from the first (its `init` adds 0 to each)."""
+        metrics = self.metrics
+        if not (decision.v1_eligible or decision.v1_evaluated):
+            return
+        for kind in V1_CONSOLIDATION_TYPES:
+            metrics.voluntary_disruption_timeouts.labels(kind)
+        for reason, count in decision.v1_eligible.items():
+            metrics.voluntary_disruption_eligible.labels(reason).set(count)
+        for (reason, kind), seconds in decision.v1_evaluated.items():
+            metrics.voluntary_disruption_evaluation.labels(reason, kind).observe(seconds)
+        for kind in decision.v1_timeouts:
+            metrics.voluntary_disruption_timeouts.labels(kind).inc()
 
     def _record_move(self, move: Move) -> None:
         """A scored consolidation move's metrics and, approved, its `ConsolidationApproved` Events."""
