@@ -17,7 +17,9 @@ provisioner}`); here a collector reads the controller's :class:`~karpenter_polic
   `karpenter_provisioner_usage{resource_type, provisioner}` (the capacity of its nodes not being deleted, the
   state's index) and `karpenter_provisioner_usage_pct` (usage over limit, in percent, as an integer; 100 for a
   limit of 0); per NodePool in force, Karpenter v1.14.1's `karpenter_nodepools_limit{resource_type, nodepool}` and
-  `karpenter_nodepools_usage{resource_type, nodepool}` instead (the same numbers; v1 has no percentage).
+  `karpenter_nodepools_usage{resource_type, nodepool}` instead (the same numbers; v1 has no percentage), and
+  `karpenter_nodepools_cost_total{nodepool}`: the $/h of its NodeClaims at their offerings' prices (the last
+  templates built: no cloud call on a scrape).
 
 cpu is in cores, every other resource in its unit (bytes, counts), `resource_type` the resource's name in lower
 case with `_` for `-` (`ephemeral_storage`). Each pod's requests and limits are read once per version of the pod
@@ -41,11 +43,11 @@ from karpenter_policy.api.constraintset import ConstraintSet
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
 from karpenter_policy.model.pods import PodSpecError, pod_limits, pod_requests
-from karpenter_policy.model.pools import pool_name
+from karpenter_policy.model.pools import pool_key, pool_name
 from karpenter_policy.model.resources import ResourceList, parse_quantity
 from karpenter_policy.reconcile.metrics import Metrics
 from karpenter_policy.reconcile.state.cluster import Change, ClusterState
-from karpenter_policy.reconcile.state.records import NodeRecord, PodRecord
+from karpenter_policy.reconcile.state.records import ClaimRecord, NodeRecord, PodRecord
 from karpenter_policy.scheduling.vectors import CPU_I, RESOURCES
 
 PENDING = "Pending"
@@ -66,6 +68,8 @@ POD_LABELS = [
 ]
 PROVISIONER_LABELS = ["resource_type", "provisioner"]
 NODEPOOL_LABELS = ["resource_type", "nodepool"]
+#: The labels a NodeClaim needs to be priced (core v1.14.1 pkg/state/cost/cost.go `NecessaryLabels`).
+COST_LABELS = (wk.INSTANCE_TYPE, wk.CAPACITY_TYPE, wk.ZONE, wk.NODEPOOL)
 
 
 def resource_label(name: str) -> str:
@@ -126,11 +130,13 @@ class ClusterMetrics(Collector):
         metrics: Metrics,
         sets: Callable[[], Sequence[ConstraintSet]],
         wall_clock: Callable[[], dt.datetime],
+        offering_price: Callable[[str, str, str, str], float | None] = lambda *_: None,
     ) -> None:
         self.state = state
         self.metrics = metrics
         self.sets = sets
         self.wall_clock = wall_clock
+        self.offering_price = offering_price
         self._resources: dict[str, _PodResources] = {}  # uid → what the scrape before read of it
         self._pending: set[str] = set()  # uids seen pending (their start-up is observed when they are Ready)
         metrics.use("cluster", self)
@@ -170,9 +176,35 @@ class ClusterMetrics(Collector):
             pods = self.state.pods()
             on_node = {node.name: self.state.pods_on(node.name) for node in nodes}
             used = self.state.used()
+            claims = self.state.claims()
         yield from self._nodes(nodes, on_node)
         yield self._pods(pods, {node.name: node for node in nodes})
         yield from self._provisioners(used)
+        yield self._nodepool_costs(claims)
+
+    def _nodepool_costs(self, claims: Sequence[ClaimRecord]) -> Metric:
+        """Karpenter v1.14.1's `karpenter_nodepools_cost_total{nodepool}` (core pkg/controllers/metrics/nodepool/
+        controller.go, pkg/state/cost/cost.go): per NodePool in force, the $/h of its NodeClaims — each that has the
+        four labels cost tracking needs (`NecessaryLabels`), until it is gone — at its offering's price (0 when the
+        price is unknown, as v1.14.1 undercounts it)."""
+        cost = GaugeMetricFamily(
+            "karpenter_nodepools_cost_total",
+            "Total cost of the nodepool from Karpenter's perspective. Units are determined by the cloud provider. Not "
+            "an authoritative source for billing. Includes modifications due to NodeOverlays",
+            labels=["nodepool"],
+        )
+        totals = {s.pool: 0.0 for s in self.sets() if s.is_nodepool}
+        for claim in claims:
+            labels = claim.labels
+            if any(key not in labels for key in COST_LABELS):
+                continue
+            pool = pool_key(labels[wk.NODEPOOL], True)
+            if pool in totals:
+                price = self.offering_price(pool, labels[wk.INSTANCE_TYPE], labels[wk.ZONE], labels[wk.CAPACITY_TYPE])
+                totals[pool] += price or 0.0
+        for pool, total in sorted(totals.items()):
+            cost.add_metric([pool_name(pool)], total)
+        return cost
 
     def _nodes(self, nodes: list[NodeRecord], on_node: Mapping[str, list[PodRecord]]) -> Iterable[Metric]:
         def family(name: str, documentation: str) -> GaugeMetricFamily:

@@ -70,6 +70,7 @@ class Context:
     _templates_lock: threading.Lock = field(default_factory=threading.Lock)
     _static_lock: threading.Lock = field(default_factory=threading.Lock)
     _class_answers: dict[str, ClassAnswers] = field(default_factory=dict)  # EC2NodeClass → its dependents last told
+    _built: tuple[Templates, Templates] = field(default_factory=lambda: (Templates(), Templates()))  # the last builds
 
     def __post_init__(self) -> None:
         self.templates = TemplateBuilder(
@@ -78,7 +79,9 @@ class Context:
         # a builder of its own: a builder forgets the tables of the sets its last build did not hold
         self._static_templates = TemplateBuilder(self.cloud, self.region, self.options.min_values_policy)
         self.events = Recorder(self.cluster, self.clock, self.fields)
-        self.cluster_metrics = ClusterMetrics(self.state, self.metrics, self._sets, self.wall_clock)
+        self.cluster_metrics = ClusterMetrics(
+            self.state, self.metrics, self._sets, self.wall_clock, self.offering_price
+        )
         self.claims = ClaimWriter(self.cluster, self.wall_clock, self.fields)
         self.registration_health = RegistrationHealth(
             self.cluster, self.wall_clock, self.fields, self.metrics, self.node_class_ready, self.nodepool_counts,
@@ -181,6 +184,7 @@ class Context:
                     log = CONSTRAINTS.info if name in static else CONSTRAINTS.error
                     log("constraint set %s left out: %s", name, why, extra=self.fields(provisioner=name))
             self._left_out = dict(templates.left_out)
+            self._built = (templates, self._built[1])
         return templates
 
     def static_template_sets(self) -> Templates:
@@ -191,7 +195,18 @@ class Context:
         loaded = self.loaded
         sets = [s for s in (loaded.sets if loaded is not None else ()) if s.is_static]
         with self._static_lock:
-            return self._static_templates.build(sets)
+            built = self._static_templates.build(sets)
+            self._built = (self._built[0], built)
+            return built
+
+    def offering_price(self, pool: str, instance_type: str, zone: str, capacity_type: str) -> float | None:
+        """$/h of that offering of the pool's set as the last templates built priced it (None: not built yet, or
+        no such offering) — no cloud call: what a scrape may ask."""
+        for templates in self._built:
+            price = templates.offering_price(pool, instance_type, zone, capacity_type)
+            if price is not None:
+                return price
+        return None
 
 
 __all__ = ["Context"]

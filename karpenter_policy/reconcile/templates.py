@@ -64,6 +64,20 @@ class Templates:
             [*self.templates, *other.templates], {**self.sets, **other.sets}, {**self.left_out, **other.left_out}
         )
 
+    def offering_price(self, pool: str, instance_type: str, zone: str, capacity_type: str) -> float | None:
+        """$/h of a node's offering as the cloud prices it, available now or not (None: a pool not among these, an
+        unknown type or offering, or no price data)."""
+        if pool not in self.sets:
+            return None
+        table = self.template(pool).table
+        position = table.position.get(instance_type)
+        if position is None:
+            return None
+        for offering in table.types[position].offerings:
+            if offering.zone == zone and offering.capacity_type == capacity_type:
+                return offering.price
+        return None
+
     @property
     def topology(self) -> TopologyRules:
         """Whose topology rules a run on these templates follows: v1.14.1's when a NodePool is among them (one

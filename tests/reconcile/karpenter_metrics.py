@@ -122,6 +122,7 @@ KARPENTER_V1: dict[str, Definition] = {
     # pkg/controllers/metrics/nodepool/controller.go
     "karpenter_nodepools_limit": ("gauge", ("resource_type", "nodepool"), None),
     "karpenter_nodepools_usage": ("gauge", ("resource_type", "nodepool"), None),
+    "karpenter_nodepools_cost_total": ("gauge", ("nodepool",), None),
 }
 
 #: Karpenter v0.31 metrics (website/content/en/docs/concepts/metrics.md at v0.31.1) this controller has no use

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from promscrape import scrape, serving
 
+from karpenter_policy.catalog import load_catalog
 from karpenter_policy.fakes import eventbridge
 from karpenter_policy.kube import objects
 from karpenter_policy.model import labels as wk
@@ -134,6 +135,35 @@ def test_each_decision_tells_v1s_eligible_nodes_evaluation_time_and_timeouts(con
     assert not [s for s in timed_out.of("karpenter_deprovisioning_eligible_machines")
                 if s.labels["deprovisioner"] != "emptiness"]
     assert timed_out.total("karpenter_deprovisioning_consolidation_timeouts") == 0
+
+
+def test_a_nodepools_cost_is_its_claims_offerings_prices_until_they_are_gone(example: Path) -> None:
+    """core v1.14.1 pkg/controllers/metrics/nodepool/controller.go `karpenter_nodepools_cost_total{nodepool}` from
+    pkg/state/cost/cost.go: each NodePool in force, the sum of its NodeClaims' offering prices (a claim counted once
+    it has the instance-type, capacity-type, zone and nodepool labels, until it is gone); a NodePool without a
+    claim costs 0, a Provisioner's node is in no NodePool's cost."""
+    scene = Scene(example)
+    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
+    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
+    controller = scene.controller()
+    with serving(controller) as port:
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        (claim,) = scene.nodeclaims().values()
+        controller.feed.sync()
+        running = scrape(port)
+        for name in list(scene.nodes()):
+            scene.cluster.delete(objects.NODE, name)
+        scene.run(controller, 180, until=lambda: not scene.nodes() and not scene.nodeclaims())
+        controller.feed.sync()  # the state has seen the claim gone
+        gone = scrape(port)
+    labels = objects.labels(claim)
+    offering = next(o for o in load_catalog().get(labels[wk.INSTANCE_TYPE]).offerings  # type: ignore[union-attr]
+                    if o.zone == labels[wk.ZONE] and o.capacity_type == labels[wk.CAPACITY_TYPE])
+    assert offering.price > 0
+    costs = {s.labels["nodepool"]: s.value for s in running.of("karpenter_nodepools_cost_total")}
+    assert costs == {"default": pytest.approx(offering.price), "batch": 0}
+    assert {s.labels["nodepool"]: s.value for s in gone.of("karpenter_nodepools_cost_total")} == {
+        "default": 0, "batch": 0}
 
 
 def test_a_deleted_nodepool_node_is_counted_drained_once_and_its_lifetime_observed(example: Path) -> None:

@@ -26,18 +26,8 @@ from karpenter_policy.scheduling import ClaimPlan, NodeClaimTemplate
 def offering_price(
     templates: Templates, provisioner: str, instance_type: str, zone: str, capacity: str
 ) -> float | None:
-    """$/h of a node's offering as the cloud prices it, available now or not (None: unknown type, offering or
-    no price data)."""
-    if provisioner not in templates.sets:
-        return None
-    table = templates.template(provisioner).table
-    position = table.position.get(instance_type)
-    if position is None:
-        return None
-    for offering in table.types[position].offerings:
-        if offering.zone == zone and offering.capacity_type == capacity:
-            return offering.price
-    return None
+    """$/h of a node's offering as the cloud prices it, available now or not (`Templates.offering_price`)."""
+    return templates.offering_price(provisioner, instance_type, zone, capacity)
 
 
 def worst_launch_price(template: NodeClaimTemplate, claim: ClaimPlan, option: ChosenOffering) -> float:
