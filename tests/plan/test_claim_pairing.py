@@ -1,8 +1,9 @@
-"""`plan` pairs a Node with its NodeClaim by providerID (`commands/plan/pairing.py`), as Karpenter v1.14.1's cluster
-state does (`state.Cluster.UpdateNodeClaim`/`UpdateNode` keyed by `status.providerID`/`spec.providerID`): a claim's
-stale `status.nodeName` pairs nothing, two NodeClaims or two Nodes with one providerID refuse the snapshot (exit 2,
-the objects and the providerID named), a NodePool's Node without a providerID is a warning and pairs with no
-claim, and `--redact` hashes the providerIDs alike so the pairing — and the plan — survive it."""
+"""`plan` pairs a Node with its NodeClaim (or v1alpha5 Machine) by providerID (`commands/plan/pairing.py`), as
+Karpenter v1.14.1's and v0.31.1's cluster state does (`state.Cluster.UpdateNodeClaim`/`UpdateNode` keyed by
+`status.providerID`/`spec.providerID`): a claim's stale `status.nodeName` pairs nothing, two NodeClaims, two
+Machines or two Nodes with one providerID refuse the snapshot (exit 2, the objects and the providerID named), a
+NodePool's Node without a providerID is a warning and pairs with no claim, a providerID that is no string is a
+snapshot error, and `--redact` hashes the providerIDs alike so the pairing — and the plan — survive it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from karpenter_policy.catalog import load_catalog
 from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.options import PlanOptions
 from karpenter_policy.commands.plan.redact import hashed
-from tests.plan.snapshots import pod, provider_id, write
+from karpenter_policy.commands.plan.snapshot import read_snapshot
+from tests.plan.snapshots import HASH, listing, node, pod, policies, provider_id, provisioner, write
 from tests.plan.v1snapshots import claim, nodepool, pool_node, v1_policies
 
 START = "2026-11-30T09:00:00Z"
@@ -106,6 +108,54 @@ def test_the_refusal_is_the_clis_exit_2_and_no_traceback(tmp_path: Path) -> None
     assert (done.returncode, done.stdout) == (2, "")
     assert "NodeClaim default-n1, NodeClaim default-twin have one status.providerID" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_provider_id_that_is_no_string_is_a_snapshot_error_naming_the_field() -> None:
+    bad_node, bad_claim = pool_node("n1"), claim("n1")
+    bad_node["spec"]["providerID"], bad_claim["status"]["providerID"] = 7, ["i-n1"]
+
+    snapshot = read_snapshot(json.dumps(listing(bad_node, bad_claim)).encode(), "s.json")
+
+    assert [p.message for p in snapshot.errors] == ["Node n1: spec.providerID is not a string: 7",
+                                                    "NodeClaim default-n1: status.providerID is not a string: ['i-n1']"]
+
+
+def machine(name: str, node_name: str, provider: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """A v1alpha5 Machine (Karpenter v0.31) whose `status.nodeName` is `node_name` and providerID `provider`."""
+    return {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Machine",
+            "metadata": {"name": name, "annotations": annotations, "creationTimestamp": "2026-11-20T08:00:00Z"},
+            "spec": {}, "status": {"nodeName": node_name, "providerID": provider}}
+
+
+def v031_plan(tmp_path: Path, *items: dict[str, Any]) -> tuple[int, str, str]:
+    """BASE: Provisioner `default`; HEAD: relabelled (a node carrying the hash drifts)."""
+    base = policies(tmp_path / "base", provisioner())
+    head = policies(tmp_path / "head", provisioner(labels="team: platform"))
+    file = write(tmp_path / "snapshot.json", *items)
+    result = plan_command(PlanOptions(snapshot=(file,), start=START, output="json", base=base, head=head),
+                          load_catalog())
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_a_machines_annotations_go_to_the_node_of_its_provider_id_as_karpenter_v031_pairs_them(
+        tmp_path: Path) -> None:
+    # only the Machine carries the provisioner hash (v0.31 copies it to the Node at registration; not yet here)
+    stale = machine("default-m1", "n2", provider_id("n1"), HASH)
+
+    code, out, err = v031_plan(tmp_path, node("n1", annotations={}), node("n2", annotations={}), stale,
+                               pod("web-1", "n1", "web"), pod("web-2", "n2", "web"))
+
+    assert (code, err) == (0, "")
+    shown = by_node(json.loads(out))
+    assert shown["n1"][0] is True and shown["n2"][0] is False
+
+
+def test_two_machines_with_one_provider_id_refuse_the_snapshot(tmp_path: Path) -> None:
+    code, out, err = v031_plan(tmp_path, node("n1"), machine("m1", "n1", provider_id("n1"), HASH),
+                               machine("m2", "n1", provider_id("n1"), HASH))
+
+    assert (code, out) == (2, "")
+    assert f"error: Machine m1, Machine m2 have one status.providerID {provider_id('n1')}:" in err
 
 
 def _without_provider_id() -> list[dict[str, Any]]:

@@ -76,7 +76,7 @@ def _duplicates(items: Iterable[tuple[str, Obj]], field: str) -> list[PairingPro
         named = ", ".join(f"{o.get('kind')} {objects.name(o)}" for o in objs)
         problems.append(("error", (
             f"{named} have one {field} {provider_id}: Karpenter keeps one node per providerID in its cluster state, so "
-            "which NodeClaim pairs with which Node cannot be told (take the snapshot again; fix the objects if it "
+            "which claim pairs with which Node cannot be told (take the snapshot again; fix the objects if it "
             "stays)"),
             (str(objs[0].get("kind")), "", objects.name(objs[0]))))
     return problems
