@@ -110,7 +110,7 @@ def _side(label: str, policies: PolicyRepository) -> PolicySide:
 
 
 def _instance_ids(snapshot: Snapshot, redact: bool) -> dict[str, str]:
-    """Node (as the plan names it) → its EC2 instance (`spec.providerID`), read before `--redact` drops it."""
+    """Node (as the plan names it) → its EC2 instance (`spec.providerID`), read before `--redact` hashes it."""
     out: dict[str, str] = {}
     for node in snapshot.nodes:
         spec, name = node.get("spec"), (node.get("metadata") or {}).get("name")

@@ -49,8 +49,8 @@ def claim_provider_id(claim: Obj) -> str | None:
 
 def claims_by_node(nodes: Iterable[Obj], claims: Iterable[Obj], kinds: Sequence[str] = ("NodeClaim", "Machine"),
                    ) -> dict[str, list[Obj]]:
-    """Node name → the claims of `kinds` with its providerID, one of each kind (the later of two), in snapshot
-    order."""
+    """Node name → the claims of `kinds` whose providerID is the node's: one of each kind (of two, the later; a
+    snapshot holding two is refused, :func:`pairing_problems`), in the order their kinds first appear."""
     by_id: dict[str, dict[str, Obj]] = defaultdict(dict)
     for claim in claims:
         provider_id, kind = claim_provider_id(claim), claim.get("kind")
