@@ -27,7 +27,13 @@ def node(name: str, provisioner: str | None = "default", instance_type: str = "m
             "metadata": {"name": name, "labels": all_labels,
                          "annotations": HASH if annotations is None else annotations,
                          "creationTimestamp": created},
-            "spec": {}, "status": {}}
+            "spec": {"providerID": provider_id(name, zone)}, "status": {}}
+
+
+def provider_id(name: str, zone: str = "us-east-1a") -> str:
+    """The `spec.providerID` of the test node `name` (and its NodeClaim's `status.providerID`): an instance id
+    derived from the name."""
+    return f"aws:///{zone}/i-{name}"
 
 
 def pod(name: str, node_name: str | None, app: str, *, cpu: str = "500m", memory: str = "512Mi",

@@ -112,7 +112,9 @@ def test_v1_nodeclaims_are_redacted_too(tmp_path: Path) -> None:
     name = "ip-10-9-8-7.acme.internal"
     made = claim(name, name="claim-acme")
     made["status"]["providerID"] = "aws:///us-east-1a/i-0abc123"
-    file = write(tmp_path / "snapshot.json", pool_node(name), made, _secret_pod("payments-7f9-a", name))
+    its_node = pool_node(name)
+    its_node["spec"]["providerID"] = made["status"]["providerID"]  # the pairing survives the hashing
+    file = write(tmp_path / "snapshot.json", its_node, made, _secret_pod("payments-7f9-a", name))
 
     done = cli(tmp_path, base, head, "--snapshot", file, "--start", START, "--output", "json", "--redact")
 

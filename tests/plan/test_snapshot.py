@@ -182,7 +182,7 @@ TEMPLATES = [node("n1"), pod("p1", "n1", "web"), pdb("web", "web", minAvailable=
 PATHS = [("metadata",), ("metadata", "name"), ("metadata", "labels"), ("metadata", "creationTimestamp"), ("spec",),
          ("spec", "nodeName"), ("spec", "containers"), ("spec", "minAvailable"), ("spec", "selector"),
          ("spec", "template"), ("status",), ("status", "conditions"), ("kind",), ("metadata", "ownerReferences"),
-         ("spec", "tolerations"), ("spec", "nodeSelector"), ("metadata", "annotations")]
+         ("spec", "tolerations"), ("spec", "nodeSelector"), ("metadata", "annotations"), ("spec", "providerID")]
 
 
 def _replace(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
@@ -245,7 +245,7 @@ def test_json_nested_too_deep_or_a_number_too_long_is_refused_as_not_json() -> N
 CLAIM_PATHS = [("spec",), ("spec", "expireAfter"), ("spec", "terminationGracePeriod"), ("spec", "nodeClassRef"),
                ("spec", "nodeClassRef", "name"), ("status",), ("status", "nodeName"), ("status", "conditions"),
                ("metadata", "annotations"), ("metadata", "labels"), ("metadata", "creationTimestamp"),
-               ("spec", "requirements"), ("kind",)]
+               ("spec", "requirements"), ("kind",), ("status", "providerID")]
 CLAIM_VALUES = [*AWKWARD, "Never", "720h", "-5h", "1.5h", "9999999999h", "0", "soon", "n1",
                 [{"type": "Drifted", "status": "True", "lastTransitionTime": "soon"}],
                 [{"type": "Drifted", "status": "True", "lastTransitionTime": 5}]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.plan.snapshots import node
+from tests.plan.snapshots import node, provider_id
 
 #: What a NodeClaim launched by Karpenter v1.14.1 carries (the hash values are opaque to the plan).
 HASHES = {
@@ -22,7 +22,8 @@ def pool_node(name: str, nodepool: str = "default", *, instance_type: str = "m5.
               capacity_type: str = "on-demand", created: str = "2026-11-20T08:00:00Z",
               annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
               ready: bool = True) -> dict[str, Any]:
-    """A Node of a NodePool (the annotations are the Node's own: Karpenter v1 reads the NodeClaim's)."""
+    """A Node of a NodePool (the annotations are the Node's own: Karpenter v1 reads the NodeClaim's), its
+    `spec.providerID` the one `claim` gives its NodeClaim (`provider_id`)."""
     made = node(name, provisioner=None, instance_type=instance_type, zone=zone, capacity_type=capacity_type,
                 created=created, annotations=annotations or {},
                 labels={"karpenter.sh/nodepool": nodepool, "karpenter.k8s.aws/instance-category":
@@ -37,7 +38,8 @@ def claim(node_name: str, nodepool: str = "default", *, name: str | None = None,
           expire_after: str | None = "720h", grace: str | None = None, node_class: str = "default",
           labels: dict[str, str] | None = None, instance_type: str = "m5.large", zone: str = "us-east-1a",
           capacity_type: str = "on-demand", drifted: bool | str = False) -> dict[str, Any]:
-    """The NodeClaim of `node_name`, labelled as Karpenter labels one (its requirements' single values);
+    """The NodeClaim of `node_name` (its `status.providerID` the node's, `provider_id`, in `zone`), labelled as
+    Karpenter labels one (its requirements' single values);
     `drifted`: its Drifted condition true (since that time, when a string)."""
     spec: dict[str, Any] = {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
                                              "name": node_class},
@@ -61,7 +63,7 @@ def claim(node_name: str, nodepool: str = "default", *, name: str | None = None,
                          "annotations": HASHES if annotations is None else annotations,
                          "creationTimestamp": created},
             "spec": spec,
-            "status": {"nodeName": node_name, "providerID": f"aws:///{zone}/i-{node_name}",
+            "status": {"nodeName": node_name, "providerID": provider_id(node_name, zone),
                        "conditions": conditions}}
 
 

@@ -36,6 +36,7 @@ from karpenter_policy.commands.plan.networkdrift import NetworkDriftRules
 from karpenter_policy.commands.plan.nodepooldrift import NodePoolDriftRules
 from karpenter_policy.commands.plan.nodepoolwaves import nodepool_budgets, plan_nodepool_waves
 from karpenter_policy.commands.plan.options import PlanOptions
+from karpenter_policy.commands.plan.pairing import claims_by_node
 from karpenter_policy.commands.plan.redact import hashed, redact_snapshot
 from karpenter_policy.commands.plan.render import PlanResult, render_plan
 from karpenter_policy.commands.plan.reservationdrift import ReservationDriftRules
@@ -109,7 +110,7 @@ def _side(label: str, policies: PolicyRepository) -> PolicySide:
 
 
 def _instance_ids(snapshot: Snapshot, redact: bool) -> dict[str, str]:
-    """Node (as the plan names it) → its EC2 instance (`spec.providerID`), read before `--redact` drops it."""
+    """Node (as the plan names it) → its EC2 instance (`spec.providerID`), read before `--redact` hashes it."""
     out: dict[str, str] = {}
     for node in snapshot.nodes:
         spec, name = node.get("spec"), (node.get("metadata") or {}).get("name")
@@ -120,14 +121,13 @@ def _instance_ids(snapshot: Snapshot, redact: bool) -> dict[str, str]:
 
 
 def _claim_images(snapshot: Snapshot, redact: bool) -> dict[str, str]:
-    """Node (as the plan names it) → its NodeClaim's `status.imageID`, read before `--redact` drops it."""
+    """Node (as the plan names it) → its NodeClaim's `status.imageID` (its claim: the one of its providerID,
+    `pairing`), read before `--redact` drops it."""
     out: dict[str, str] = {}
-    for claim in snapshot.node_claims:
-        status = claim.get("status")
-        if not isinstance(status, Mapping):
-            continue
-        node, image = status.get("nodeName"), status.get("imageID")
-        if isinstance(node, str) and node and isinstance(image, str) and image:
+    for node, claims in claims_by_node(snapshot.nodes, snapshot.node_claims, ("NodeClaim",)).items():
+        status = claims[0].get("status")
+        image = status.get("imageID") if isinstance(status, Mapping) else None
+        if isinstance(image, str) and image:
             out[hashed("node", node) if redact else node] = image
     return out
 

@@ -10,8 +10,10 @@ converted once per distinct spec: replicas share one. A moved pod with a claim c
 its pending form Karpenter v1.14.1's refusal of its claims (`commands/plan/volumes.py`). A pod spec the scheduler
 cannot read is a snapshot :class:`~karpenter_policy.commands.plan.snapshot.Problem` (an error), never a pod left out.
 
-A node's Karpenter annotations are its own and those of the NodeClaim or Machine whose `status.nodeName` names it
-(Karpenter v0.31 copies a Machine's annotations to its Node at registration; a snapshot may hold either). A node of
+A node's NodeClaim or Machine is the one whose `status.providerID` is the node's `spec.providerID`, as Karpenter's
+cluster state pairs them (`commands/plan/pairing.py`; a claim's `status.nodeName` is not read for it). A node's
+Karpenter annotations are its own and those of its NodeClaim or Machine (Karpenter v0.31 copies a Machine's
+annotations to its Node at registration; a snapshot may hold either). A node of
 a Karpenter v1 NodePool (`karpenter.sh/nodepool`) keeps its NodeClaim's own facts apart (:class:`Claim`): v1 reads
 the hash annotations, labels, `expireAfter` and `terminationGracePeriod` of the NodeClaim, not of the Node. Such a
 node is not registered while it carries `karpenter.sh/unregistered:NoExecute` or its NodeClaim's `Registered`
@@ -32,6 +34,7 @@ from typing import Any
 from karpenter_policy.api.v1.donotdisrupt import do_not_disrupt, start_time
 from karpenter_policy.api.v1.goduration import parse_go_duration
 from karpenter_policy.api.workloads import template_labels
+from karpenter_policy.commands.plan.pairing import claims_by_node
 from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
 from karpenter_policy.commands.plan.volumes import SnapshotVolumes
 from karpenter_policy.kube import objects
@@ -230,11 +233,11 @@ def _created(obj: Obj) -> dt.datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
-def _claim_annotations(snapshot: Snapshot) -> dict[str, dict[str, str]]:
+def _claim_annotations(paired: Mapping[str, list[Obj]]) -> dict[str, dict[str, str]]:
+    """Node name → the annotations of its NodeClaim and Machine (`paired`: `pairing.claims_by_node`)."""
     by_node: dict[str, dict[str, str]] = {}
-    for claim in snapshot.node_claims:
-        node = (claim.get("status") or {}).get("nodeName")
-        if isinstance(node, str) and node:
+    for node, claims in paired.items():
+        for claim in claims:
             by_node.setdefault(node, {}).update(objects.annotations(claim))
     return by_node
 
@@ -288,16 +291,14 @@ def _duration(value: object) -> dt.timedelta | None:
     return parse_go_duration(value) if isinstance(value, str) and value != NEVER else None
 
 
-def _claims(snapshot: Snapshot) -> dict[str, Claim]:
-    """Each v1 NodeClaim by the node its `status.nodeName` names (a later one of the same node replaces it)."""
+def _claims(paired: Mapping[str, list[Obj]]) -> dict[str, Claim]:
+    """Each node's v1 NodeClaim by the node's name (`paired`: `pairing.claims_by_node`, by providerID)."""
     by_node: dict[str, Claim] = {}
-    for claim in snapshot.node_claims:
-        if claim.get("kind") != "NodeClaim":
+    for node, claims in paired.items():
+        claim = next((c for c in claims if c.get("kind") == "NodeClaim"), None)
+        if claim is None:
             continue
         status, spec = claim.get("status") or {}, claim.get("spec") or {}
-        node = status.get("nodeName")
-        if not isinstance(node, str) or not node:
-            continue
         ref = spec.get("nodeClassRef")
         conditions = status.get("conditions") or []
         drifted = next((c for c in conditions if c.get("type") == "Drifted" and c.get("status") == "True"), None)
@@ -332,8 +333,9 @@ def fleet_of(snapshot: Snapshot, now: dt.datetime | None = None) -> Fleet:
     `now` (the rollout's start) is when a pod's do-not-disrupt duration is read (None: a valid duration holds, as
     for a pod without a startTime)."""
     fleet = Fleet(pdbs=list(snapshot.pdbs))
-    claims = _claim_annotations(snapshot)
-    v1_claims = _claims(snapshot)
+    paired = claims_by_node(snapshot.nodes, snapshot.node_claims)
+    claims = _claim_annotations(paired)
+    v1_claims = _claims(paired)
     for node in snapshot.nodes:
         labels = objects.labels(node)
         name = objects.name(node)

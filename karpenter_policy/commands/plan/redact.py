@@ -24,8 +24,12 @@ The snapshot is rewritten in memory before the plan reads it (it is never writte
   annotation), of a PersistentVolume its node affinity (the zones kept) and deletion, of a StorageClass its
   `allowedTopologies`, `volumeBindingMode`, creation time and default-class annotation — what a pod's volume topology
   and Karpenter v1.14.1's validation read; a Node's status keeps its conditions
-  (type and status), capacity and allocatable — not its images, addresses or node info, nor its `providerID`; a
-  pod's its phase, conditions and `startTime` (a do-not-disrupt duration runs from it);
+  (type and status), capacity and allocatable — not its images, addresses or node info; a pod's its phase,
+  conditions and `startTime` (a do-not-disrupt duration runs from it); a NodeClaim's status keeps all but its
+  `imageID` (the plan reads the AMI before redacting, `command._claim_images`);
+* a Node's `spec.providerID` and a NodeClaim's or Machine's `status.providerID` become `provider-…`, the same hash
+  of the same id on both, so a node and its claim still pair (`pairing`) and no instance id is shown (the plan
+  reads the nodes' instance ids before redacting, `command._instance_ids`);
 * an EC2NodeClass keeps its name (the repository's, as a NodePool's), its selector terms and what they resolved
   (`status.amis`, `status.subnets`, `status.securityGroups`): nothing else — the reasons name no AMI id, and subnet
   and security-group ids by a stable hash (`subnet-…`, `sg-…`);
@@ -242,8 +246,15 @@ def _affinity(value: Any, names: _Names) -> Any:
     return value
 
 
+def _provider_id(value: Any, names: _Names) -> Any:
+    """A providerID hashed alike on a Node and its NodeClaim (`provider-…`), so that they still pair."""
+    return names("provider", value)
+
+
 def _node(obj: Obj, names: _Names) -> Obj:
-    spec = {k: v for k, v in _map(obj.get("spec")).items() if k in ("taints", "unschedulable")}
+    spec = {k: v for k, v in _map(obj.get("spec")).items() if k in ("taints", "unschedulable", "providerID")}
+    if "providerID" in spec:
+        spec["providerID"] = _provider_id(spec["providerID"], names)
     status = _map(obj.get("status"))
     kept: dict[str, Any] = {k: status[k] for k in ("capacity", "allocatable") if k in status}
     if isinstance(status.get("conditions"), list):
@@ -279,9 +290,11 @@ def _daemon_set(obj: Obj, names: _Names) -> Obj:
 
 
 def _claim(obj: Obj, names: _Names) -> Obj:
-    status = {k: v for k, v in _map(obj.get("status")).items() if k not in ("providerID", "imageID")}
+    status = {k: v for k, v in _map(obj.get("status")).items() if k != "imageID"}
     if "nodeName" in status:
         status["nodeName"] = names("node", status["nodeName"])
+    if "providerID" in status:
+        status["providerID"] = _provider_id(status["providerID"], names)
     return {**_top(obj), "metadata": _metadata(obj, names, "claim", namespaced=False),
             "spec": obj.get("spec"), "status": status}
 

@@ -7,11 +7,12 @@ kind, namespace and name replaces an earlier one's, and a warning says so), `-` 
 
 Nothing in a snapshot is trusted: every file is bounded in size (:data:`MAX_BYTES`) and must be JSON; every item
 must be an object with well-formed metadata (`kube.shape.check_object`, the check the informers make) and, for
-the kinds the plan reads, the fields it reads of the right type (a node's labels, its `status.capacity`,
-`allocatable` (quantities) and conditions, a pod's spec and node name, a
+the kinds the plan reads, the fields it reads of the right type (a node's labels, `spec.providerID`, its
+`status.capacity`, `allocatable` (quantities) and conditions, a pod's spec and node name, a
 PodDisruptionBudget's `minAvailable`/`maxUnavailable`, a DaemonSet's pod template, a NodeClaim's node name,
-`expireAfter` and `terminationGracePeriod`; of a PersistentVolumeClaim, PersistentVolume and StorageClass what the
-controller's reading reads, `model.volumes`). Anything else is a
+providerID, `expireAfter` and `terminationGracePeriod`; of a PersistentVolumeClaim, PersistentVolume and StorageClass
+what the controller's reading reads, `model.volumes`). Two Nodes, or two NodeClaims, with one providerID are an
+error too (the plan pairs them by it, `pairing`), a NodePool's Node without one a warning. Anything else is a
 :class:`Problem` naming the file and the item's index — never a traceback, and never read as "no objects": the
 plan refuses to run on a snapshot with an error (`command`). Items of other kinds (Services, Events, …) are left
 out with a warning. The snapshot is read into memory only; nothing of it is written anywhere.
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
+from karpenter_policy.commands.plan.pairing import pairing_problems
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.errors import Malformed
 from karpenter_policy.kube.objects import Obj
@@ -149,6 +151,8 @@ def _node_problem(item: Obj) -> str | None:
     spec = item.get("spec")
     if spec is not None and not isinstance(spec, dict):
         return f"spec is not an object: {_quote(spec)}"
+    if isinstance(spec, dict) and spec.get("providerID") is not None and not isinstance(spec["providerID"], str):
+        return f"spec.providerID is not a string: {_quote(spec['providerID'])}"  # what pairs it with its NodeClaim
     status = item.get("status")
     if status is None:
         return None
@@ -264,7 +268,8 @@ def _duration_problem(spec: Mapping[str, Any], name: str, never: bool) -> str | 
 def _node_claim_problem(item: Obj) -> str | None:
     """A NodeClaim (karpenter.sh/v1) or Machine (v1alpha5): what the plan reads of it — its creation time, labels
     and annotations (the metadata check), `spec.expireAfter` and `spec.terminationGracePeriod` (Go durations, the
-    first or `Never`), `spec.nodeClassRef.name`, `status.nodeName`, `status.imageID` and `status.conditions`."""
+    first or `Never`), `spec.nodeClassRef.name`, `status.nodeName`, `status.providerID`, `status.imageID` and
+    `status.conditions`."""
     for part in ("spec", "status"):
         if item.get(part) is not None and not isinstance(item[part], dict):
             return f"{part} is not an object: {_quote(item[part])}"
@@ -280,7 +285,7 @@ def _node_claim_problem(item: Obj) -> str | None:
     if ref is not None and not (isinstance(ref, dict) and isinstance(ref.get("name", ""), str)):
         return f"spec.nodeClassRef is not a reference: {_quote(ref)}"
     status = item.get("status") or {}
-    for name in ("nodeName", "imageID"):
+    for name in ("nodeName", "providerID", "imageID"):
         if status.get(name) is not None and not isinstance(status[name], str):
             return f"status.{name} is not a string: {_quote(status[name])}"
     conditions = status.get("conditions")
@@ -483,10 +488,15 @@ def read_objects(items: Sequence[Any], source: str, snapshot: Snapshot, seen: Se
 
 
 def checked_snapshot(snapshot: Snapshot) -> Snapshot:
-    """`snapshot`, with an error when it holds no Node (and no error already says why)."""
+    """`snapshot`, with an error when it holds no Node (and no error already says why), and what keeps its Nodes
+    and NodeClaims from pairing by providerID (`pairing.pairing_problems`: an error for two of one kind with one
+    providerID, a warning for a NodePool's or Provisioner's Node without one)."""
+    where = ", ".join(snapshot.files) or "(none)"
     if not snapshot.nodes and not snapshot.errors:
-        snapshot.problems.append(Problem(", ".join(snapshot.files) or "(none)", None, "error",
+        snapshot.problems.append(Problem(where, None, "error",
                                          f"no Node in the snapshot: nothing to plan (take it with `{KUBECTL_GET}`)"))
+    for severity, message, subject in pairing_problems(snapshot.nodes, snapshot.node_claims):
+        snapshot.problems.append(Problem(where, None, severity, message, subject))
     return snapshot
 
 
