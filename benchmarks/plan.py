@@ -145,7 +145,8 @@ def snapshot(nodes: int, per_node: int, v1: bool = False, volumes: bool = False,
                 "annotations": CLAIM_HASHES},
                 "spec": {"expireAfter": "2160h", "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
                                                                    "name": "default"}},
-                "status": {"nodeName": name, "conditions": [{"type": "Initialized", "status": "True"}]}})
+                "status": {"nodeName": name, "providerID": f"aws:///{ZONES[(n // 3) % 3]}/i-{n:017x}",
+                           "conditions": [{"type": "Initialized", "status": "True"}]}})
         mix = random.Random(n).sample(range(apps), min(per_node, apps))  # no two nodes alike: a plan per node
         for p in range(per_node):
             app = f"app-{mix[p % len(mix)]}"
