@@ -31,6 +31,8 @@ from typing import Any
 
 from karpenter_policy.api.v1.donotdisrupt import do_not_disrupt, start_time
 from karpenter_policy.api.v1.goduration import parse_go_duration
+from karpenter_policy.api.v1.managed import ref_not_managed
+from karpenter_policy.api.v1.objects import NodeClassRef
 from karpenter_policy.api.workloads import template_labels
 from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
 from karpenter_policy.commands.plan.volumes import SnapshotVolumes
@@ -65,7 +67,8 @@ NEVER = "Never"
 class Claim:
     """What Karpenter v1 reads of a node's NodeClaim (the snapshot checked the shapes): its name, creation time,
     labels and annotations, `spec.expireAfter` (None: not set or `Never`), `spec.terminationGracePeriod` (None: not
-    set), the EC2NodeClass its `spec.nodeClassRef` names, and whether its `Drifted` condition is true already."""
+    set), the EC2NodeClass its `spec.nodeClassRef` names (None: none, or another provider's class), and whether its
+    `Drifted` condition is true already."""
 
     name: str
     created: dt.datetime | None
@@ -84,6 +87,9 @@ class Claim:
     #: its `Registered` and `Initialized` conditions (None: not there; a snapshot without them reads as initialized)
     registered: bool | None = None
     initialized: bool | None = None
+    #: why Karpenter's AWS provider does not manage it — its `spec.nodeClassRef` is not an EC2NodeClass
+    #: (`api.v1.managed.ref_not_managed`; `node_class` is then None) —; None: it does
+    not_managed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +305,7 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
         if not isinstance(node, str) or not node:
             continue
         ref = spec.get("nodeClassRef")
+        class_ref = NodeClassRef.from_api(ref) if isinstance(ref, dict) else None
         conditions = status.get("conditions") or []
         drifted = next((c for c in conditions if c.get("type") == "Drifted" and c.get("status") == "True"), None)
         by_node[node] = Claim(
@@ -308,13 +315,14 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
             annotations=objects.annotations(claim),
             expire_after=_duration(spec.get("expireAfter")),
             termination_grace=_duration(spec.get("terminationGracePeriod")),
-            node_class=str(ref["name"]) if isinstance(ref, dict) and ref.get("name") else None,
+            node_class=class_ref.name or None if class_ref is not None and class_ref.is_ec2_node_class else None,
             drifted=drifted is not None,
             drifted_since=_time(drifted.get("lastTransitionTime")) if drifted is not None else None,
             image_id=status.get("imageID") or None,
             last_pod_event=_time(status.get("lastPodEventTime")),
             registered=_condition(conditions, "Registered"),
             initialized=_condition(conditions, "Initialized"),
+            not_managed=ref_not_managed(class_ref),
         )
     return by_node
 
