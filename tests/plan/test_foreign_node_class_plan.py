@@ -11,10 +11,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from karpenter_policy.api.v1.admission import stored_form
+from karpenter_policy.api.v1.objects import NodePool
 from karpenter_policy.catalog import load_catalog
+from karpenter_policy.commands.compile.nodepools import nodepool_constraint_set
 from karpenter_policy.commands.plan.command import plan_command
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide
 from karpenter_policy.commands.plan.fleet import fleet_of
@@ -87,6 +90,14 @@ def test_an_ec2_nodeclaim_of_the_same_pool_still_drifts() -> None:
 def test_a_foreign_nodepool_takes_no_capacity_reservation_of_the_ec2nodeclass_of_its_name() -> None:
     assert _class_of(stored_form(yaml.safe_load(aks_pool()))) == ""
     assert _class_of(stored_form(yaml.safe_load(nodepool()))) == "default"
+
+
+def test_consolidation_builds_no_constraint_set_for_a_foreign_nodepool() -> None:
+    """`plan`'s consolidation (`simulate.consolidation`) notes such a NodePool's nodes as left out."""
+    pool = NodePool.from_document(stored_form(yaml.safe_load(aks_pool())))
+
+    with pytest.raises(ValueError, match="^its nodeClassRef is karpenter.azure.com/AKSNodeClass, not "):
+        nodepool_constraint_set(pool, None, version="plan", sources=(), catalog=load_catalog())
 
 
 def test_plan_refuses_a_head_with_a_foreign_nodepool(tmp_path: Path) -> None:

@@ -17,7 +17,9 @@ the hash annotations, labels, `expireAfter` and `terminationGracePeriod` of the 
 node is not registered while it carries `karpenter.sh/unregistered:NoExecute` or its NodeClaim's `Registered`
 condition is not "True", and not initialized before that or while its `Initialized` condition is not "True"
 (v1.14.1 `StateNode.Registered`/`Initialized`; a snapshot without the conditions reads as initialized); the taints of
-one not initialized leave out Karpenter's `KnownEphemeralTaints` (`StateNode.Taints`).
+one not initialized leave out Karpenter's `KnownEphemeralTaints` (`StateNode.Taints`). A NodeClaim whose
+`spec.nodeClassRef` is not an EC2NodeClass is not the AWS provider's (`Claim.not_managed`, `api.v1.managed`): its
+class is never read as an EC2NodeClass of the same name.
 """
 
 from __future__ import annotations
