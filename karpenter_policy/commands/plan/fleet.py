@@ -317,7 +317,7 @@ def _claims(snapshot: Snapshot) -> dict[str, Claim]:
             annotations=objects.annotations(claim),
             expire_after=_duration(spec.get("expireAfter")),
             termination_grace=_duration(spec.get("terminationGracePeriod")),
-            node_class=class_ref.name or None if class_ref is not None and class_ref.is_ec2_node_class else None,
+            node_class=(class_ref.name or None) if class_ref is not None and class_ref.is_ec2_node_class else None,
             drifted=drifted is not None,
             drifted_since=_time(drifted.get("lastTransitionTime")) if drifted is not None else None,
             image_id=status.get("imageID") or None,

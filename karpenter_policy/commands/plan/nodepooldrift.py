@@ -184,7 +184,8 @@ class NodePoolDriftRules:
         self.blocks = blocks if blocks is not None else CapacityBlocks(cluster_classes)
 
     def notes(self) -> list[str]:
-        """What the reader should know of the nodes static drift skipped."""
+        """What the reader should know of the nodes static drift skipped, of those not the AWS provider's (left
+        out), and what AMI, network and capacity-block drift could not assess."""
         return [f"{count} node{'s' if count != 1 else ''} of nodepool {pool}: {why}: Karpenter does not drift "
                 f"{'them' if count != 1 else 'it'} statically (it re-annotates the NodeClaim with the current hash)"
                 for (pool, why), count in sorted(self.skipped.items())] + [
