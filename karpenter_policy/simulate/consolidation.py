@@ -130,6 +130,7 @@ def _constraint_sets(head: PolicySide, catalog: Catalog, notes: list[str]) -> di
             pool = NodePool.from_document(document)
             ref = pool.node_class_ref
             node_class = head.node_classes.get(ref.name) if ref is not None and ref.is_ec2_node_class else None
+            # ValueError too for another provider's class (`api.v1.managed`): the AWS provider leaves its nodes alone
             constraint_set = nodepool_constraint_set(pool, node_class, version="plan", sources=(), catalog=catalog)
         except ValueError as error:
             notes.append(f"nodepool {name} cannot be run by the controller ({error}): its nodes are left out")

@@ -137,6 +137,23 @@ def test_an_update_that_leaves_a_refusal_unchanged_is_admitted_with_a_warning(cl
     assert response["allowed"] is False
 
 
+def test_a_nodepool_of_another_providers_node_class_is_denied_and_an_update_keeping_it_warned(client: Client) -> None:
+    """Karpenter's AWS provider never manages it (core pkg/utils/nodepool/nodepool.go `IsManaged`)."""
+    foreign = _nodepool()
+    foreign["spec"]["template"]["spec"]["nodeClassRef"] = {"group": "karpenter.azure.com", "kind": "AKSNodeClass",
+                                                           "name": "default"}
+    response = client.review("/validate/nodepools", foreign)
+    assert response["allowed"] is False
+    (line,) = _lines(response)
+    assert line.startswith("spec.template.spec.nodeClassRef.group: ") and line.endswith("[foreign-node-class]")
+    relabelled = copy.deepcopy(foreign)
+    relabelled["spec"]["weight"] = 10
+    response = client.review("/validate/nodepools", relabelled, operation="UPDATE", oldObject=foreign)
+    assert response["allowed"] is True, response
+    assert any(w.startswith("kept by this update, admitted: ") and "names karpenter.azure.com/AKSNodeClass" in w
+               for w in response["warnings"])  # shortened for the Warning header
+
+
 def test_caps_wrong_kinds_and_deletions_are_answered_before_any_check(client: Client) -> None:
     over = _nodepool()
     over["spec"]["template"]["spec"]["requirements"] = [

@@ -1,8 +1,9 @@
 """The rules of Karpenter v1 objects (NodePool, NodeClaim, EC2NodeClass at v1.14.1): what the API server's CEL
 rules and Karpenter's runtime validation refuse (`api/v1/`), and a duration Karpenter's Go cannot hold (in a v1 object
 or a v1alpha5 Provisioner's TTL). None of these can be silenced: Karpenter refuses the object, never makes it Ready,
-or cannot read it, whatever a directive says. And a NodePool Karpenter admits but, by default, gives no node: a
-static one (`spec.replicas`), a warning.
+or cannot read it, whatever a directive says. A NodePool whose nodeClassRef is another provider's class is an error
+the tool cannot check further: Karpenter's AWS provider never manages it. And a NodePool Karpenter admits but, by
+default, gives no node: a static one (`spec.replicas`), a warning.
 
 One declaration per rule (`rule.Rule`); `index.py` collects them.
 """
@@ -106,4 +107,27 @@ STATIC_NODEPOOL = Rule(
 )
 
 
-RULES = (CEL_RULE, RUNTIME_VALIDATION, MIN_VALUES, DURATION_OVERFLOW, STATIC_NODEPOOL)
+FOREIGN_NODE_CLASS = Rule(
+    id="foreign-node-class",
+    severity=ERROR,
+    summary="A NodePool whose nodeClassRef is not karpenter.k8s.aws/EC2NodeClass: Karpenter's AWS provider never "
+            "manages it.",
+    description=(
+        "Karpenter v1.14.1 acts only on the NodePools its cloud provider supports: those whose "
+        "spec.template.spec.nodeClassRef has the group and kind of one of the provider's node classes (IsManaged). "
+        "The AWS provider supports one, karpenter.k8s.aws/EC2NodeClass: a NodePool that names another class (an "
+        "AKSNodeClass of karpenter.azure.com, a misspelt group or kind) is admitted but never provisioned, "
+        "disrupted or made Ready — it launches nothing. The tool checks NodePools as the AWS provider runs them, so "
+        "it checks nothing more of this one (no proof, no constraint set) and compile refuses. The finding is at "
+        "the nodeClassRef's group (or kind). It cannot be silenced: point the NodePool at an EC2NodeClass, or keep "
+        "it out of the files the tool checks (--exclude)."
+    ),
+    karpenter=(
+        "core-v1 pkg/utils/nodepool/nodepool.go: IsManaged; "
+        "aws-v1 pkg/cloudprovider/cloudprovider.go: CloudProvider.GetSupportedNodeClasses"
+    ),
+    silenceable=False,
+)
+
+
+RULES = (CEL_RULE, RUNTIME_VALIDATION, MIN_VALUES, DURATION_OVERFLOW, STATIC_NODEPOOL, FOREIGN_NODE_CLASS)

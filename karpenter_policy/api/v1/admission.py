@@ -9,8 +9,9 @@ API server skip them (`hasBlockingErr`: "some validation rules were not checked 
 invalid"). Karpenter v1 has no admission webhook of its own: what the CRDs
 admit is admitted. `RuntimeValidate` (NodePool only) runs later, in the NodePool readiness controller; before it,
 Karpenter's controller decodes the object, which a duration beyond Go's `time.Duration` fails (`durations`). An
-admitted static NodePool (`spec.replicas`) has one warning more, `static-nodepool` (`static`): Karpenter gives it
-no node with its StaticCapacity gate off, the default.
+admitted NodePool whose nodeClassRef is not an EC2NodeClass is an error, `foreign-node-class` (`managed`): the AWS
+provider never manages it. An admitted static NodePool (`spec.replicas`) has one warning more, `static-nodepool`
+(`static`): Karpenter gives it no node with its StaticCapacity gate off, the default.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from karpenter_policy.api.v1.cel import cel_violations
 from karpenter_policy.api.v1.crds import NODEPOOL_KIND, CrdVersion, crd_version
 from karpenter_policy.api.v1.durations import duration_violations
+from karpenter_policy.api.v1.managed import foreign_class_violations
 from karpenter_policy.api.v1.nodepool import runtime_violations
 from karpenter_policy.api.v1.static import static_violations
 from karpenter_policy.api.v1.structural import defaulted, defaulted_and_problems
@@ -148,12 +150,14 @@ def stored_form(doc: Mapping[str, Any]) -> dict[str, Any]:
 def check(doc: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Violation]:
     """Every problem Karpenter would have with `doc`: the API server's refusals and, for an admitted object, the
     durations Karpenter's controller cannot decode (`durations`), a NodePool's RuntimeValidate (admitted, but
-    never Ready) and, a warning, a static NodePool (`static`: no node while the StaticCapacity gate is off)."""
+    never Ready), a NodePool of another provider's node class (`managed`: the AWS provider never manages it) and, a
+    warning, a static NodePool (`static`: no node while the StaticCapacity gate is off)."""
     admission = admit(doc, old)
     found = list(admission.refusals)
     if admission.admitted:
         found.extend(duration_violations(admission.stored))
     if admission.admitted and doc.get("kind") == NODEPOOL_KIND:
         found.extend(runtime_violations(admission.stored))
+        found.extend(foreign_class_violations(admission.stored))
         found.extend(static_violations(admission.stored))
     return found

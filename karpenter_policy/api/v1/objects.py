@@ -145,6 +145,20 @@ class NodeClassRef:
         """Whether it names an EC2NodeClass (the AWS provider's; another provider's class is not ours to read)."""
         return self.group == EC2NODECLASS_API_VERSION.split("/")[0] and self.kind == EC2NODECLASS_KIND
 
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> NodeClassRef:
+        """The reference as written (a missing field reads as "")."""
+        return cls(str(raw.get("group", "")), str(raw.get("kind", "")), str(raw.get("name", "")))
+
+    @classmethod
+    def of_nodepool(cls, doc: Mapping[str, Any]) -> NodeClassRef | None:
+        """The `spec.template.spec.nodeClassRef` of a NodePool document — as stored, or a cluster snapshot's, not
+        checked — (None: there is none, or a level is not a mapping)."""
+        node: Any = doc
+        for part in ("spec", "template", "spec", "nodeClassRef"):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return cls.from_api(node) if isinstance(node, Mapping) else None
+
 
 @dataclass(frozen=True, slots=True)
 class Disruption:
@@ -206,9 +220,7 @@ class NodePool:
             annotations={str(k): str(v) for k, v in (template_metadata.get("annotations") or {}).items()},
             taints=taints_of(template_spec),
             startup_taints=taints_of(template_spec, "startupTaints"),
-            node_class_ref=NodeClassRef(str(ref.get("group", "")), str(ref.get("kind", "")), str(ref.get("name", "")))
-            if isinstance(ref, Mapping)
-            else None,
+            node_class_ref=NodeClassRef.from_api(ref) if isinstance(ref, Mapping) else None,
             limits=parse_resource_list(limits),
             node_limit=_node_count(nodes),
             disruption=Disruption(

@@ -134,7 +134,9 @@ def node_class_ref(data: Mapping[str, Any]) -> NodeClassRef | None:
         node = node.get(part) if type(node) is dict or isinstance(node, Mapping) else None
     if not (type(node) is dict or isinstance(node, Mapping)) or not isinstance(node.get("name"), str):
         return None
-    group, kind = node.get("group"), node.get("kind")
-    if group != EC2NODECLASS_API_VERSION.split("/")[0] or kind != EC2NODECLASS_KIND:
-        return None
+    # api.v1.objects: here, not at the top — a v1 NodePool's admission has imported it already, v1alpha5 needs none
+    from karpenter_policy.api.v1.objects import NodeClassRef as Reference
+
+    if not Reference.from_api(node).is_ec2_node_class:
+        return None  # `foreign-node-class` (api.v1.managed) is its error
     return NodeClassRef(node["name"], (*NODE_CLASS_REF_PATH, "name"))

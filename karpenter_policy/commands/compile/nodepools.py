@@ -28,6 +28,7 @@ from typing import Any
 from karpenter_policy.api.constraintset import PROVIDER_NODE_CLASS, ConstraintSet, ProviderSettings
 from karpenter_policy.api.objects import VERSION_ANNOTATION
 from karpenter_policy.api.v1.admission import stored_form
+from karpenter_policy.api.v1.managed import ref_not_managed
 from karpenter_policy.api.v1.objects import EC2NodeClass, NodePool
 from karpenter_policy.catalog import Catalog
 from karpenter_policy.checks.source.loader import Document
@@ -88,7 +89,10 @@ def nodepool_constraint_set(
     catalog: Catalog,
 ) -> ConstraintSet:
     """The constraint set of `pool` with the EC2NodeClass document its nodeClassRef names (None: not known), as
-    :func:`nodepool_set` makes it — what `plan`'s consolidation runs for a snapshot's NodePools too."""
+    :func:`nodepool_set` makes it — what `plan`'s consolidation runs for a snapshot's NodePools too. ValueError: its
+    nodeClassRef is not an EC2NodeClass (Karpenter's AWS provider does not manage it; `foreign-node-class`)."""
+    if (why := ref_not_managed(pool.node_class_ref)) is not None:
+        raise ValueError(why)
     class_spec: dict[str, Any] | None = None
     node_class: EC2NodeClass | None = None
     if node_class_document is not None:

@@ -19,7 +19,9 @@ the hash annotations, labels, `expireAfter` and `terminationGracePeriod` of the 
 node is not registered while it carries `karpenter.sh/unregistered:NoExecute` or its NodeClaim's `Registered`
 condition is not "True", and not initialized before that or while its `Initialized` condition is not "True"
 (v1.14.1 `StateNode.Registered`/`Initialized`; a snapshot without the conditions reads as initialized); the taints of
-one not initialized leave out Karpenter's `KnownEphemeralTaints` (`StateNode.Taints`).
+one not initialized leave out Karpenter's `KnownEphemeralTaints` (`StateNode.Taints`). A NodeClaim whose
+`spec.nodeClassRef` is not an EC2NodeClass is not the AWS provider's (`Claim.not_managed`, `api.v1.managed`): its
+class is never read as an EC2NodeClass of the same name.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from typing import Any
 
 from karpenter_policy.api.v1.donotdisrupt import do_not_disrupt, start_time
 from karpenter_policy.api.v1.goduration import parse_go_duration
+from karpenter_policy.api.v1.managed import ref_not_managed
+from karpenter_policy.api.v1.objects import NodeClassRef
 from karpenter_policy.api.workloads import template_labels
 from karpenter_policy.commands.plan.pairing import claims_by_node
 from karpenter_policy.commands.plan.snapshot import Problem, Snapshot
@@ -68,7 +72,8 @@ NEVER = "Never"
 class Claim:
     """What Karpenter v1 reads of a node's NodeClaim (the snapshot checked the shapes): its name, creation time,
     labels and annotations, `spec.expireAfter` (None: not set or `Never`), `spec.terminationGracePeriod` (None: not
-    set), the EC2NodeClass its `spec.nodeClassRef` names, and whether its `Drifted` condition is true already."""
+    set), the EC2NodeClass its `spec.nodeClassRef` names (None: none, or another provider's class), and whether its
+    `Drifted` condition is true already."""
 
     name: str
     created: dt.datetime | None
@@ -87,6 +92,9 @@ class Claim:
     #: its `Registered` and `Initialized` conditions (None: not there; a snapshot without them reads as initialized)
     registered: bool | None = None
     initialized: bool | None = None
+    #: why Karpenter's AWS provider does not manage it — its `spec.nodeClassRef` is not an EC2NodeClass
+    #: (`api.v1.managed.ref_not_managed`; `node_class` is then None) —; None: it does
+    not_managed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +308,7 @@ def _claims(paired: Mapping[str, list[Obj]]) -> dict[str, Claim]:
             continue
         status, spec = claim.get("status") or {}, claim.get("spec") or {}
         ref = spec.get("nodeClassRef")
+        class_ref = NodeClassRef.from_api(ref) if isinstance(ref, dict) else None
         conditions = status.get("conditions") or []
         drifted = next((c for c in conditions if c.get("type") == "Drifted" and c.get("status") == "True"), None)
         by_node[node] = Claim(
@@ -309,13 +318,14 @@ def _claims(paired: Mapping[str, list[Obj]]) -> dict[str, Claim]:
             annotations=objects.annotations(claim),
             expire_after=_duration(spec.get("expireAfter")),
             termination_grace=_duration(spec.get("terminationGracePeriod")),
-            node_class=str(ref["name"]) if isinstance(ref, dict) and ref.get("name") else None,
+            node_class=(class_ref.name or None) if class_ref is not None and class_ref.is_ec2_node_class else None,
             drifted=drifted is not None,
             drifted_since=_time(drifted.get("lastTransitionTime")) if drifted is not None else None,
             image_id=status.get("imageID") or None,
             last_pod_event=_time(status.get("lastPodEventTime")),
             registered=_condition(conditions, "Registered"),
             initialized=_condition(conditions, "Initialized"),
+            not_managed=ref_not_managed(class_ref),
         )
     return by_node
 

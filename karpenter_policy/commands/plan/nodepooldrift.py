@@ -32,6 +32,10 @@ stated so that a snapshot and the two revisions suffice.
 * **terminationGracePeriod**: the NodeClaim's own (BASE's NodePool's without a NodeClaim), carried to the waves.
 * **already drifted**: a NodeClaim whose `Drifted` condition is true in the snapshot is replaced whatever the change.
 * **removed**: a NodePool BASE has and HEAD does not — its NodeClaims go with it (owner references), at once.
+* **not the AWS provider's**: a node whose NodeClaim's `spec.nodeClassRef`, else whose NodePool's (HEAD's, else
+  BASE's), is not `karpenter.k8s.aws`/`EC2NodeClass` is left alone, as Karpenter's AWS provider leaves it (core
+  `pkg/utils/nodepool/nodepool.go` `IsManaged`; `api.v1.managed`), with a note — never drifted by an EC2NodeClass
+  that has the name of the other provider's class.
 
 * **AMI drift** (aws `pkg/cloudprovider/drift.go`, `isAMIDrifted`): HEAD's EC2NodeClass's `amiSelectorTerms`
   resolved from the EC2 and SSM answers the user saved, else its `id` terms or the cluster's `status.amis`
@@ -54,7 +58,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from karpenter_policy.api.v1.goduration import GoDurationError, parse_go_duration
-from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES
+from karpenter_policy.api.v1.managed import not_managed
+from karpenter_policy.api.v1.objects import AMI_ALIAS_FAMILIES, NodeClassRef
 from karpenter_policy.api.v1.statichash import (
     EC2NODECLASS_HASH,
     EC2NODECLASS_HASH_VERSION,
@@ -68,7 +73,7 @@ from karpenter_policy.cloud.capacityreservations import EXPIRATION_PERIOD
 from karpenter_policy.commands.plan.amidrift import AmiDriftRules
 from karpenter_policy.commands.plan.capacityblocks import CapacityBlocks
 from karpenter_policy.commands.plan.drift import NodeDrift, PolicySide, expiry_word, hashed_changes, is_expiry
-from karpenter_policy.commands.plan.fleet import NEVER, FleetNode
+from karpenter_policy.commands.plan.fleet import NEVER, Claim, FleetNode
 from karpenter_policy.commands.plan.networkdrift import NetworkDriftRules
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model.requirements import Requirements
@@ -169,6 +174,8 @@ class NodePoolDriftRules:
         self._requirements: dict[str, Requirements] = {}
         #: (nodepool, why) → nodes whose hashed fields changed but that cannot drift statically
         self.skipped: Counter[tuple[str, str]] = Counter()
+        #: (nodepool, why) → nodes Karpenter's AWS provider does not manage (another provider's node class): left out
+        self.unmanaged: Counter[tuple[str, str]] = Counter()
         #: AMI drift (`amidrift`; given with the saved EC2 and SSM answers, or from the snapshot alone)
         self.ami = ami if ami is not None else AmiDriftRules(base, head, cluster_classes, start=start)
         #: security-group and subnet drift (`networkdrift`; None: not assessed)
@@ -177,10 +184,13 @@ class NodePoolDriftRules:
         self.blocks = blocks if blocks is not None else CapacityBlocks(cluster_classes)
 
     def notes(self) -> list[str]:
-        """What the reader should know of the nodes static drift skipped."""
+        """What the reader should know of the nodes static drift skipped, of those not the AWS provider's (left
+        out), and what AMI, network and capacity-block drift could not assess."""
         return [f"{count} node{'s' if count != 1 else ''} of nodepool {pool}: {why}: Karpenter does not drift "
                 f"{'them' if count != 1 else 'it'} statically (it re-annotates the NodeClaim with the current hash)"
-                for (pool, why), count in sorted(self.skipped.items())] + self.ami.notes() + (
+                for (pool, why), count in sorted(self.skipped.items())] + [
+                    f"{count} node{'s' if count != 1 else ''} of nodepool {pool} not planned: {why}"
+                    for (pool, why), count in sorted(self.unmanaged.items())] + self.ami.notes() + (
                     self.network.notes() if self.network is not None else []) + self.blocks.notes()
 
     def _static_changes(self, name: str, base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
@@ -220,6 +230,9 @@ class NodePoolDriftRules:
         grace = claim.termination_grace if claim is not None else (
             self._base_duration(base_doc, "terminationGracePeriod"))
         seconds = None if grace is None else grace.total_seconds()
+        if (why := self._not_managed(claim, head_doc or base_doc)) is not None:
+            self.unmanaged[(name, why)] += 1
+            return NodeDrift(unknown=True, termination_grace=seconds)
         if head_doc is None:
             if base_doc is None:
                 return NodeDrift(unknown=True, termination_grace=seconds)
@@ -272,9 +285,17 @@ class NodePoolDriftRules:
         return NodeDrift(drifted=drifted, reasons=tuple(reasons), expires=expires, expires_at=expires_at,
                          fields=tuple(fields), termination_grace=seconds)
 
+    @staticmethod
+    def _not_managed(claim: Claim | None, nodepool: Mapping[str, Any] | None) -> str | None:
+        """Why Karpenter's AWS provider leaves a node alone — its NodeClaim's, else its NodePool's (HEAD's, else
+        BASE's) nodeClassRef is not an EC2NodeClass: `IsManaged` —; None: it is the provider's node."""
+        if claim is not None and claim.not_managed is not None:
+            return f"its NodeClaim {claim.name}: {claim.not_managed}"
+        return not_managed(nodepool) if nodepool is not None else None
+
     def _class_of(self, nodepool: Mapping[str, Any] | None) -> str | None:
-        ref = _mapping(_mapping(_template(nodepool or {}).get("spec")).get("nodeClassRef"))
-        return str(ref["name"]) if ref.get("name") and ref.get("kind", "EC2NodeClass") == "EC2NodeClass" else None
+        ref = NodeClassRef.of_nodepool(nodepool or {})
+        return ref.name if ref is not None and ref.name and ref.is_ec2_node_class else None
 
     def _base_duration(self, nodepool: Mapping[str, Any] | None, name: str) -> dt.timedelta | None:
         value = _mapping(_template(nodepool or {}).get("spec")).get(name)

@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from karpenter_policy.api.v1.objects import NodeClassRef
 from karpenter_policy.cloud.capacityreservations import (
     STATE_EXPIRING,
     TERMS,
@@ -56,12 +57,9 @@ __all__ = ["ReservedLaunches"]
 
 
 def _class_of(nodepool: Mapping[str, Any]) -> str:
-    spec = nodepool.get("spec")
-    template = spec.get("template") if isinstance(spec, Mapping) else None
-    inner = template.get("spec") if isinstance(template, Mapping) else None
-    ref = inner.get("nodeClassRef") if isinstance(inner, Mapping) else None
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) else ""
+    """The EC2NodeClass the NodePool's nodeClassRef names ("": none, or another provider's class: no reservation)."""
+    ref = NodeClassRef.of_nodepool(nodepool)
+    return ref.name if ref is not None and ref.is_ec2_node_class else ""
 
 
 class ReservedLaunches:

@@ -265,11 +265,15 @@ def _duration_problem(spec: Mapping[str, Any], name: str, never: bool) -> str | 
     return f"spec.{name} is not a duration{' or Never' if never else ''}: {_quote(value)}"
 
 
+#: What the plan reads of a NodeClaim's `spec.nodeClassRef` (strings: `api.v1.objects.NodeClassRef`).
+_REF_KEYS = ("group", "kind", "name")
+
+
 def _node_claim_problem(item: Obj) -> str | None:
     """A NodeClaim (karpenter.sh/v1) or Machine (v1alpha5): what the plan reads of it — its creation time, labels
     and annotations (the metadata check), `spec.expireAfter` and `spec.terminationGracePeriod` (Go durations, the
-    first or `Never`), `spec.nodeClassRef.name`, `status.nodeName`, `status.providerID`, `status.imageID` and
-    `status.conditions`."""
+    first or `Never`), `spec.nodeClassRef`'s group, kind and name (an EC2NodeClass's only is read: `fleet`),
+    `status.nodeName`, `status.providerID`, `status.imageID` and `status.conditions`."""
     for part in ("spec", "status"):
         if item.get(part) is not None and not isinstance(item[part], dict):
             return f"{part} is not an object: {_quote(item[part])}"
@@ -282,7 +286,7 @@ def _node_claim_problem(item: Obj) -> str | None:
         if problem is not None:
             return problem
     ref = spec.get("nodeClassRef")
-    if ref is not None and not (isinstance(ref, dict) and isinstance(ref.get("name", ""), str)):
+    if ref is not None and not (isinstance(ref, dict) and all(isinstance(ref.get(key, ""), str) for key in _REF_KEYS)):
         return f"spec.nodeClassRef is not a reference: {_quote(ref)}"
     status = item.get("status") or {}
     for name in ("nodeName", "providerID", "imageID"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from karpenter_policy.api.v1.objects import NodeClassRef
 from karpenter_policy.api.v1.statichash import (
     EC2NODECLASS_HASH,
     EC2NODECLASS_HASH_VERSION_KEY,
@@ -58,8 +59,8 @@ def _of_node_class(name: str) -> Belongs:
     def belongs(claim: Obj) -> bool:
         spec = claim.get("spec")
         reference = spec.get("nodeClassRef") if isinstance(spec, dict) else None
-        return isinstance(reference, dict) and reference.get("group") == "karpenter.k8s.aws" \
-            and reference.get("kind") == EC2_NODE_CLASS.kind and reference.get("name") == name
+        return isinstance(reference, dict) and reference.get("name") == name \
+            and NodeClassRef.from_api(reference).is_ec2_node_class
     return belongs
 
 

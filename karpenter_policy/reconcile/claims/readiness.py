@@ -42,10 +42,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from karpenter_policy.api.v1.crds import EC2NODECLASS_GROUP
 from karpenter_policy.api.v1.nodepool import runtime_violations
+from karpenter_policy.api.v1.objects import NodeClassRef
 from karpenter_policy.kube import objects
-from karpenter_policy.kube.objects import EC2_NODE_CLASS, Obj
+from karpenter_policy.kube.objects import Obj
 from karpenter_policy.reconcile.claims import conditions
 
 READY: Final = "Ready"
@@ -95,8 +95,8 @@ def node_class_name(nodepool: Obj) -> str | None:
     template = spec.get("template") if isinstance(spec, Mapping) else None
     inner = template.get("spec") if isinstance(template, Mapping) else None
     reference = inner.get("nodeClassRef") if isinstance(inner, Mapping) else None
-    if not isinstance(reference, Mapping) or reference.get("group") != EC2NODECLASS_GROUP or \
-            reference.get("kind") != EC2_NODE_CLASS.kind or not isinstance(reference.get("name"), str):
+    if not isinstance(reference, Mapping) or not isinstance(reference.get("name"), str) or \
+            not NodeClassRef.from_api(reference).is_ec2_node_class:
         return None
     return str(reference["name"])
 

@@ -64,13 +64,16 @@ def test_a_nodepool_naming_a_class_that_is_not_checked_is_a_warning_at_the_name(
     assert report.kinds == {"NodePool": 1} and report.exit_code() == 0 and report.exit_code(fail_on_warn=True) == 1
 
 
-def test_the_class_among_the_files_resolves_it_and_another_providers_class_is_not_ours(tmp_path: Path) -> None:
+def test_the_class_among_the_files_resolves_it_and_another_providers_class_is_an_error(tmp_path: Path) -> None:
     report = run(tmp_path, pool=POOL.format(group="karpenter.k8s.aws", kind="EC2NodeClass"),
                  cls=CLASS.format(name="al2023"))
     assert described(report) == [] and report.kinds == {"NodePool": 1, "EC2NodeClass": 1}
     other = tmp_path / "other"
     other.mkdir()
-    assert described(run(other, pool=POOL.format(group="example.com", kind="OtherClass"))) == []
+    # Karpenter's AWS provider never manages it (IsManaged): `foreign-node-class` at its group, no unresolved name
+    assert described(run(other, pool=POOL.format(group="example.com", kind="OtherClass"))) == [
+        ("foreign-node-class", "error", 9, 16)
+    ]
 
 
 def test_a_nodepool_without_a_name_is_refused_as_the_api_server_refuses_it(tmp_path: Path) -> None:
