@@ -475,7 +475,7 @@ def consolidate_now(snapshot: Snapshot, fleet: Fleet, head: PolicySide, catalog:
             run.finish_next()
             continue
         run.not_candidates(decision.blocked)  # the last decision looked at every stage, on the fleet left
-        if decision.timeouts:
+        if decision.timeouts or decision.v1_timeouts:
             run.result.notes.append(_stopped(len(run.result.moves), budget))
         break
     run.result.placement = run.placement()
