@@ -44,11 +44,17 @@ def consolidation(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return compile_policies(CONSOLIDATION, tmp_path_factory.mktemp("v1metrics-c") / "build")
 
 
-def test_launches_are_counted_under_v1_names_for_nodepools_and_v031_names_for_provisioners(example: Path) -> None:
+def _nodepool_and_provisioner_pods(example: Path) -> tuple[Scene, Controller]:
+    """The example's scene with a pod for the NodePool `default` and one for the Provisioner `default`, and its
+    controller."""
     scene = Scene(example)
     scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
     scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
-    controller = scene.controller()
+    return scene, scene.controller()
+
+
+def test_launches_are_counted_under_v1_names_for_nodepools_and_v031_names_for_provisioners(example: Path) -> None:
+    scene, controller = _nodepool_and_provisioner_pods(example)
     with serving(controller) as port:
         scene.run(controller, 120, until=lambda: not scene.unbound())
         controller.feed.sync()
@@ -142,10 +148,7 @@ def test_a_nodepools_cost_is_its_claims_offerings_prices_until_they_are_gone(exa
     pkg/state/cost/cost.go: each NodePool in force, the sum of its NodeClaims' offering prices (a claim counted once
     it has the instance-type, capacity-type, zone and nodepool labels, until it is gone); a NodePool without a
     claim costs 0, a Provisioner's node is in no NodePool's cost."""
-    scene = Scene(example)
-    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
-    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
-    controller = scene.controller()
+    scene, controller = _nodepool_and_provisioner_pods(example)
     with serving(controller) as port:
         scene.run(controller, 120, until=lambda: not scene.unbound())
         (claim,) = scene.nodeclaims().values()
@@ -159,7 +162,7 @@ def test_a_nodepools_cost_is_its_claims_offerings_prices_until_they_are_gone(exa
     labels = objects.labels(claim)
     offering = next(o for o in load_catalog().get(labels[wk.INSTANCE_TYPE]).offerings  # type: ignore[union-attr]
                     if o.zone == labels[wk.ZONE] and o.capacity_type == labels[wk.CAPACITY_TYPE])
-    assert offering.price > 0
+    assert offering.price is not None and offering.price > 0
     costs = {s.labels["nodepool"]: s.value for s in running.of("karpenter_nodepools_cost_total")}
     assert costs == {"default": pytest.approx(offering.price), "batch": 0}
     assert {s.labels["nodepool"]: s.value for s in gone.of("karpenter_nodepools_cost_total")} == {
@@ -171,10 +174,7 @@ def test_a_deleted_nodepool_node_is_counted_drained_once_and_its_lifetime_observ
     (`NodesDrainedTotal` 1 for the node's NodePool) and :1003 "should fire the lifetime duration histogram metric
     when deleting nodes" (one sample), as metrics.go and controller.go:172, :383 record them: a NodePool's node,
     launched, left to live an hour, then deleted; a Provisioner's node deleted too is counted in neither."""
-    scene = Scene(example)
-    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
-    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
-    controller = scene.controller()
+    scene, controller = _nodepool_and_provisioner_pods(example)
     with serving(controller) as port:
         scene.run(controller, 120, until=lambda: not scene.unbound())
         nodes = list(scene.nodes())
@@ -204,10 +204,7 @@ def test_a_deleted_nodepool_node_is_counted_terminated_and_timed_under_v1_names(
     v1.14.1's labels (metrics.go: nodepool; pkg/metrics/metrics.go: nodepool and zone); a Provisioner's node, deleted
     too, keeps v0.31.1's `karpenter_nodes_terminated{provisioner}` and `…_termination_time_seconds`, and a NodePool's
     node is in neither of those."""
-    scene = Scene(example)
-    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
-    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
-    controller = scene.controller()
+    scene, controller = _nodepool_and_provisioner_pods(example)
     with serving(controller) as port:
         scene.run(controller, 120, until=lambda: not scene.unbound())
         zones = {objects.labels(n).get(wk.NODEPOOL, ""): objects.labels(n)[wk.ZONE] for n in scene.nodes().values()}
@@ -233,10 +230,7 @@ def test_a_nodepools_node_is_created_under_v1s_name_when_its_claim_registers(exa
     """pkg/metrics/metrics.go `NodesCreatedTotal` as nodeclaim/lifecycle/registration.go:122 counts it: the claim
     turning Registered (its kubelet joined) is `karpenter_nodes_created_total{nodepool, zone}` (the claim's labels);
     a Provisioner's node keeps v0.31.1's `karpenter_nodes_created{provisioner}`, and a NodePool's is not in it."""
-    scene = Scene(example)
-    scene.add_pod("web", cpu="1", nodeSelector={wk.NODEPOOL: "default"})
-    scene.add_pod("legacy", cpu="1", nodeSelector={wk.PROVISIONER_NAME: "default"})
-    controller = scene.controller()
+    scene, controller = _nodepool_and_provisioner_pods(example)
     with serving(controller) as port:
         scene.run(controller, 120, until=lambda: not scene.unbound())
         scene.run(controller, 30)  # the kubelets join
