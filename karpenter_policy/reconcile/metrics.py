@@ -35,7 +35,8 @@ lists each one, where it is recorded, and the ones that do not apply here:
 `…_decisions_by_nodepool_total` and `…_queue_failures_total` (a command under way whose replacements did not
 initialize), `…_eligible_nodes{reason}`, `…_decision_evaluation_duration_seconds{reason, consolidation_type}` and
 `…_consolidation_timeouts_total{consolidation_type}` (each decision's NodePool candidates and methods, once a
-NodePool's set is in force), `karpenter_nodepools_allowed_disruptions{nodepool, reason}` and
+NodePool's set is in force), `…_failed_validations_total{consolidation_type}` (a held consolidation whose nodes are
+no longer all candidates), `karpenter_nodepools_allowed_disruptions{nodepool, reason}` and
 `…_nodes_consuming_budgets` (set by each decision for the reasons it read), `karpenter_nodes_created_total
 {nodepool, zone}`, `karpenter_nodes_terminated_total{nodepool, zone}`,
 `karpenter_nodes_termination_duration_seconds{nodepool}` (summary), `karpenter_nodes_drained_total{nodepool}` and
@@ -572,6 +573,12 @@ class Metrics:
         self.voluntary_disruption_timeouts = ExactCounter(
             "karpenter_voluntary_disruption_consolidation_timeouts_total",
             "Number of times the Consolidation algorithm has reached a timeout. Labeled by consolidation type.",
+            ["consolidation_type"], registry,
+        )
+        self.voluntary_disruption_failed_validations = ExactCounter(
+            "karpenter_voluntary_disruption_failed_validations_total",
+            "Number of candidates that were selected for disruption but failed validation. Labeled by consolidation "
+            "type.",
             ["consolidation_type"], registry,
         )
         self.consolidation_moves = ExactCounter(

@@ -119,6 +119,7 @@ KARPENTER_V1: dict[str, Definition] = {
         "histogram", ("reason", "consolidation_type"), DURATION,
     ),
     "karpenter_voluntary_disruption_consolidation_timeouts_total": ("counter", ("consolidation_type",), None),
+    "karpenter_voluntary_disruption_failed_validations_total": ("counter", ("consolidation_type",), None),
     # pkg/controllers/metrics/nodepool/controller.go
     "karpenter_nodepools_limit": ("gauge", ("resource_type", "nodepool"), None),
     "karpenter_nodepools_usage": ("gauge", ("resource_type", "nodepool"), None),

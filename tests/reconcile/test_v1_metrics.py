@@ -31,6 +31,9 @@ from .karpenter_metrics import KARPENTER_V1
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "v1" / "controller" / "policies"
+#: v1.14.1's metrics with no series until something happens that the story of the name-and-labels test does not
+#: make happen (v1.14.1 adds no 0 to them): their own tests check their labels.
+NO_SERIES_HERE = {"karpenter_voluntary_disruption_failed_validations_total"}
 CONSOLIDATION = Path(__file__).resolve().parent / "data" / "v1consolidation"
 
 
@@ -141,6 +144,37 @@ def test_each_decision_tells_v1s_eligible_nodes_evaluation_time_and_timeouts(con
     assert not [s for s in timed_out.of("karpenter_deprovisioning_eligible_machines")
                 if s.labels["deprovisioner"] != "emptiness"]
     assert timed_out.total("karpenter_deprovisioning_consolidation_timeouts") == 0
+
+
+def test_a_held_consolidation_whose_nodes_are_no_longer_candidates_counts_failed_validations(
+    consolidation: Path,
+) -> None:
+    """core v1.14.1 pkg/controllers/disruption/validation.go `karpenter_voluntary_disruption_failed_validations_total
+    {consolidation_type}`: a single-node consolidation held for its validation whose node a `do-not-disrupt` pod now
+    holds counts its candidates (`ConsolidationValidator.validateCandidates`); an empty node that a pod lands on
+    while it waits counts too (`EmptinessValidator`: none of its candidates left)."""
+    scene = Scene(consolidation, types=["m5.large", "m5.xlarge", "m5.2xlarge"])
+    big = scene.add_node("NodePool/under", "m5.2xlarge")  # one small pod: replaced by a cheaper node
+    scene.add_pod("small", node=big, cpu="100m")
+    scene.add_pod("app", cpu="100m", nodeSelector={wk.NODEPOOL: "empty"})
+    controller = scene.controller(consolidation_validation=60)
+    with serving(controller) as port:
+        scene.run(controller, 120, until=lambda: not scene.unbound())
+        scene.run(controller, 20)  # the single-node replacement of `big` decided, held for 60 s
+        scene.cluster.patch(objects.POD, "small", {"metadata": {"annotations": {wk.DO_NOT_DISRUPT: "true"}}},
+                            "default")
+        scene.run(controller, 70)
+        single = scrape(port)
+        (emptied,) = [n for n, node in scene.nodes().items() if objects.labels(node).get(wk.NODEPOOL) == "empty"]
+        scene.cluster.delete(objects.POD, "app", "default")
+        scene.run(controller, 40)  # `empty`'s consolidateAfter (30 s): its deletion held for 60 s
+        scene.add_pod("back", node=emptied, cpu="100m")
+        scene.run(controller, 70)
+        both = scrape(port)
+    failed = "karpenter_voluntary_disruption_failed_validations_total"
+    assert big in scene.nodes() and emptied in scene.nodes()
+    assert {s.labels["consolidation_type"]: s.value for s in single.of(failed)} == {"single": 1}
+    assert {s.labels["consolidation_type"]: s.value for s in both.of(failed)} == {"single": 1, "empty": 1}
 
 
 def test_a_nodepools_cost_is_its_claims_offerings_prices_until_they_are_gone(example: Path) -> None:
@@ -272,6 +306,9 @@ def test_every_v1_metric_has_v1141s_name_type_labels_and_buckets(consolidation: 
         series = f"{name}_count" if kind == "histogram" else name
         expected = {*labels, "quantile"} if kind == "summary" else set(labels)
         seen = found.label_names(series) | limits.label_names(series)
+        if name in NO_SERIES_HERE:  # its labels: the test that makes it count
+            assert seen == set(), (name, seen)
+            continue
         assert seen == {frozenset(expected)}, (name, seen)
         if buckets is not None:
             edges = {float(s.labels["le"]) for s in found.of(f"{name}_bucket")}

@@ -67,6 +67,7 @@ from karpenter_policy.reconcile.claims.writer import ClaimWriter
 from karpenter_policy.reconcile.disruption.claimconditions import ClaimConditions
 from karpenter_policy.reconcile.disruption.decider import (
     CONSOLIDATION,
+    EMPTY,
     MULTI_NODE,
     SINGLE_NODE,
     Command,
@@ -76,7 +77,7 @@ from karpenter_policy.reconcile.disruption.decider import (
     Move,
 )
 from karpenter_policy.reconcile.disruption.queue import Commands, Underway, runs_side_by_side
-from karpenter_policy.reconcile.disruption.recheck import invalid
+from karpenter_policy.reconcile.disruption.recheck import Recheck, invalid
 from karpenter_policy.reconcile.disruption.restamp import restamp
 from karpenter_policy.reconcile.events import Recorder
 from karpenter_policy.reconcile.metrics import Metrics
@@ -189,10 +190,12 @@ class Deprovisioner:
                 return
             self._held = None
             current = inputs()
-            why = invalid(self.decider, held.command, current)
+            verdict = invalid(self.decider, held.command, current)
+            why = verdict.why
             if not why:
                 self._act(held.command, launch, done)
                 return
+            self._count_failed_validation(held.command, verdict)
             done.abandoned = f"the command is no longer valid: {why}"
             DEPROVISIONING.info(
                 "abandoning %s consolidation, the command is no longer valid (%s): %s", held.command.stage, why,
@@ -447,6 +450,20 @@ class Deprovisioner:
             metrics.nodepool_nodes_consuming_budgets.labels(nodepool, reason).set(disrupting)
         for move in decision.moves:  # v1.14.1's `ApproveCommand` / `EmitMultiNodeEvents`
             self._record_move(move)
+
+    def _count_failed_validation(self, command: Command, verdict: Recheck) -> None:
+        """Karpenter v1.14.1's `karpenter_voluntary_disruption_failed_validations_total` for a NodePools' command
+        (core pkg/controllers/disruption/validation.go): a consolidation's validation counts all its candidates when
+        one is no longer a candidate (`ConsolidationValidator.validateCandidates`); emptiness's when none still is
+        (`EmptinessValidator`, which acts on those left: this controller decides again instead, docs/reconcile.md).
+        A command that fails on its simulation is not counted, as v1.14.1's `validateCommand` counts none."""
+        if not verdict.stale or not all(is_nodepool(c.provisioner) for c in command.candidates):
+            return
+        if command.stage == EMPTY and verdict.stale < len(command.candidates):
+            return
+        self.metrics.voluntary_disruption_failed_validations.labels(command.consolidation_type).inc(
+            len(command.candidates)
+        )
 
     def _record_v1(self, decision: Decision) -> None:
         """Karpenter v1.14.1's figures of a decision over NodePools' nodes (core pkg/controllers/disruption/

@@ -15,29 +15,56 @@ seconds (15 s) later, the cluster as it is then still supports the same command:
   again), whose instance types still include every type the command would launch (a pod added to a node that
   now needs a larger type makes it another command).
 
-What fails is not acted on; the caller decides again (Karpenter goes on to its next deprovisioner).
+What fails is not acted on; the caller decides again (Karpenter goes on to its next deprovisioner). The verdict
+also says how many of the command's nodes are no longer candidates (`Recheck.stale`), which Karpenter v1.14.1's
+`karpenter_voluntary_disruption_failed_validations_total` counts.
 """
 
 from __future__ import annotations
 
-from karpenter_policy.reconcile.disruption.decider import EMPTY, Command, Decider, Decision, Inputs
+from dataclasses import dataclass
+
+from karpenter_policy.reconcile.disruption.decider import EMPTY, Candidate, Command, Decider, Decision, Inputs
 
 
-def invalid(decider: Decider, command: Command, inputs: Inputs) -> str:
-    """Why `command` no longer holds on `inputs` ("" when it still does); see the module docstring."""
+@dataclass(frozen=True, slots=True)
+class Recheck:
+    """Why the command no longer holds ("" when it still does), and how many of its nodes are no longer candidates
+    of its kind (gone, blocked, no longer consolidatable or, for an empty command, no longer empty): 0 when the
+    nodes still are and the command fails on its simulation."""
+
+    why: str
+    stale: int = 0
+
+
+def _stale(candidate: Candidate | None, name: str, decision: Decision) -> str:
+    """Why the command's node `name` is no longer a candidate ("" when it still is)."""
+    if candidate is None or candidate.eventual:
+        return f"node {name} can no longer be disrupted ({decision.blocked.get(name) or 'gone or being deleted'})"
+    if not candidate.consolidatable:
+        return f"node {name} can no longer be consolidated"
+    return ""
+
+
+def invalid(decider: Decider, command: Command, inputs: Inputs) -> Recheck:
+    """Whether `command` still holds on `inputs`; see the module docstring."""
     decision = Decision()
     current = {c.name: c for c in decider.candidates(inputs, decision)}
-    candidates = []
-    for name in command.names:
-        candidate = current.get(name)
-        if candidate is None or candidate.eventual:
-            return f"node {name} can no longer be disrupted ({decision.blocked.get(name) or 'gone or being deleted'})"
-        if not candidate.consolidatable:
-            return f"node {name} can no longer be consolidated"
-        candidates.append(candidate)
+    reasons = [why for name in command.names if (why := _stale(current.get(name), name, decision))]
+    if command.stage == EMPTY:  # its nodes still empty, those still candidates
+        reasons += [f"node {name} is no longer empty" for name in command.names
+                    if name in current and not _stale(current[name], name, decision) and not current[name].empty]
+    if reasons:
+        return Recheck(reasons[0], len(reasons))
     if command.stage == EMPTY:
-        busy = [c.name for c in candidates if not c.empty]
-        return f"node {busy[0]} is no longer empty" if busy else ""
+        return Recheck("")
+    candidates = [current[name] for name in command.names]
+    why = _command_invalid(decider, command, inputs, candidates)
+    return Recheck(why)
+
+
+def _command_invalid(decider: Decider, command: Command, inputs: Inputs, candidates: list[Candidate]) -> str:
+    """Why the command's simulation on `inputs` no longer leads to it ("" when it does)."""
     plan = decider.simulate(inputs, candidates)
     unplaceable = decider.unplaceable(inputs, plan, candidates)
     if unplaceable:
@@ -55,4 +82,4 @@ def invalid(decider: Decider, command: Command, inputs: Inputs) -> str:
     return ""
 
 
-__all__ = ["invalid"]
+__all__ = ["Recheck", "invalid"]
