@@ -92,6 +92,15 @@ def write_policies(
     (directory / "pinning.yaml").write_text(PINNING.format(provisioner=provisioner))
 
 
+@contextlib.contextmanager
+def between_checks(server: Webhook) -> Iterator[None]:
+    """The reloader held between two of its checks while a version is written: the version changes all at once, as
+    a ConfigMap volume's does (its `..data` link swapped), never seen half written — a half-written version that
+    does not load would be one more refusal counted."""
+    with server.reloader._lock:
+        yield
+
+
 def wait_for(predicate: Callable[[], bool], seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -160,7 +169,8 @@ def test_policies_reload_when_their_files_change(
 
     # A new taint on the provisioner and a Windows AMI for its template: pods tolerate the taint, and a
     # Provisioner that requires Linux on that template is now denied (its nodes would run Windows).
-    write_policies(directory, more_taints=NEW_TAINT, ami_family="Windows2022")
+    with between_checks(server):
+        write_policies(directory, more_taints=NEW_TAINT, ami_family="Windows2022")
     wait_for(lambda: tolerated(client) == ["nvidia.com/gpu", "example.com/new"])
     assert not admitted(client, LINUX_ONLY)
     assert reloads(server, "ok") == 1
@@ -168,7 +178,8 @@ def test_policies_reload_when_their_files_change(
 
     # A pinning rule naming a provisioner that does not exist: refused, logged; the last good version serves.
     with caplog.at_level(logging.WARNING, logger="karpenter_policy.webhook.reload"):
-        write_policies(directory, more_taints=NEW_TAINT, ami_family="Windows2022", provisioner="nope")
+        with between_checks(server):
+            write_policies(directory, more_taints=NEW_TAINT, ami_family="Windows2022", provisioner="nope")
         wait_for(lambda: reloads(server, "error") == 1)
     assert f"--policies {directory} changed but does not load; keeping the version in use" in caplog.text
     assert "nope" in caplog.text
@@ -179,7 +190,8 @@ def test_policies_reload_when_their_files_change(
     assert reloads(server, "error") == 1
 
     # Fixed: the next version loads.
-    write_policies(directory)
+    with between_checks(server):
+        write_policies(directory)
     wait_for(lambda: tolerated(client) == ["nvidia.com/gpu"])
     assert admitted(client, LINUX_ONLY)
     metrics = client.get("/metrics").body.decode()
