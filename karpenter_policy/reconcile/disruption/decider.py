@@ -246,8 +246,10 @@ class Decision:
     eligible: dict[str, int] = field(default_factory=dict)
     evaluated: dict[str, float] = field(default_factory=dict)
     timeouts: list[str] = field(default_factory=list)
-    #: whether a Provisioner's set is in force (else v0.31's figures above tell nothing: no series of them)
+    #: whether a Provisioner's set is in force (else v0.31's figures above tell nothing: no series of them), and a
+    #: NodePool's (else v1.14.1's below tell nothing)
     provisioners: bool = True
+    nodepools: bool = False
     #: the same as Karpenter v1.14.1 tells them for the NodePools' nodes (only when a NodePool's set is in force):
     #: per method's reason (`empty`, `drifted`, `underutilized`) the NodePools' candidates it found eligible, per
     #: (reason, consolidation type) the seconds the method took, and the consolidation types its budget stopped
@@ -320,11 +322,6 @@ class Inputs:
 WHEN_EMPTY = "WhenEmpty"
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 NEVER = "Never"
-
-
-def _has_nodepools(inputs: Inputs) -> bool:
-    """Whether a NodePool's set is in force: then the decision tells Karpenter v1.14.1's disruption metrics too."""
-    return any(constraint_set.is_nodepool for constraint_set in inputs.templates.sets.values())
 
 
 class _V1Timer:
@@ -575,6 +572,7 @@ class Decider:
         Karpenter goes on to the next deprovisioner when a consolidation fails its validation)."""
         decision = Decision()
         decision.provisioners = any(not s.is_nodepool for s in inputs.templates.sets.values())
+        decision.nodepools = any(s.is_nodepool for s in inputs.templates.sets.values())
         stages = STAGES[STAGES.index(after) + 1:] if after is not None else STAGES
         candidates = self.candidates(inputs, decision)
         if DRIFT in stages:
@@ -587,7 +585,7 @@ class Decider:
             command = method(inputs, candidates, decision, stages)
             if name in decision.eligible:  # the method looked (one of its stages is among these)
                 decision.evaluated[name] = time.perf_counter() - started
-                if name == DRIFT and _has_nodepools(inputs):
+                if name == DRIFT and decision.nodepools:
                     decision.v1_evaluated[V1_DRIFTED, ""] = decision.evaluated[name]
             if command is not None:
                 decision.command = command
@@ -807,7 +805,7 @@ class Decider:
             key=lambda e: (self._drifted_since[e[0].name], e[0].created or inputs.now, e[0].name),
         )
         decision.eligible[DRIFT] = sum(1 for c, _ in drifted if not c.nodepool)  # v0.31's: Provisioners' nodes
-        if _has_nodepools(inputs):  # Drift's candidates (drift.go `ShouldDisrupt`: a static NodePool's are not)
+        if decision.nodepools:  # Drift's candidates (drift.go `ShouldDisrupt`: a static NodePool's are not)
             decision.v1_eligible[V1_DRIFTED] = sum(1 for c, _ in drifted if c.nodepool and not c.static)
         allowance = self._allowance(inputs, v1budgets.DRIFTED, decision)
         drifted = [(c, why) for c, why in drifted if allowance.get(c.provisioner, 1) > 0]
@@ -871,7 +869,7 @@ class Decider:
         v1 = cast(list[Candidate], balanced.ordered(c for c in eligible if c.nodepool))
         eligible = v031 + v1
         decision.eligible[CONSOLIDATION] = sum(1 for c in eligible if not c.nodepool)  # v0.31's: Provisioners' nodes
-        timer = _V1Timer(decision, _has_nodepools(inputs))
+        timer = _V1Timer(decision, decision.nodepools)
         if timer.on:  # Emptiness's candidates, then consolidation's (consolidation.go `ShouldDisrupt`)
             decision.v1_eligible[V1_EMPTY] = sum(1 for c in eligible if c.nodepool and c.empty)
             decision.v1_eligible[V1_UNDERUTILIZED] = sum(
