@@ -133,6 +133,12 @@ def _bound_message(key: str, operator: str, values: Sequence[str]) -> str:
     return f"key {key} with operator {operator} must have a single integer value ≥ 0, got {shown}"
 
 
+def shown_long(value: str) -> str:
+    """`value` as it is when a label value could be that long, else :func:`shown_value` (quoted and cut): for a
+    message that names short values unquoted."""
+    return value if len(value) <= _SHOWN_CHARS else shown_value(value)
+
+
 def shown_value(value: str) -> str:
     """`value` quoted for a message, cut to its first and last characters when longer than a label value can
     be: a finding about a value of thousands of characters names it without printing it all."""

@@ -98,3 +98,14 @@ def test_only_an_ec2_node_class_is_managed() -> None:
         "its nodeClassRef is karpenter.azure.com/AKSNodeClass, not karpenter.k8s.aws/EC2NodeClass: Karpenter's AWS "
         "provider does not manage it (IsManaged)"
     )
+
+
+def test_a_group_of_thousands_of_characters_is_named_cut(tmp_path: Path) -> None:
+    """A hostile group (the CRD bounds only its characters): the error names it cut, never printed whole."""
+    huge = "x" * 4000
+    policies = _policies(tmp_path, f"        group: {huge}\n        kind: AKSNodeClass\n")
+    done = run("validate", str(policies))
+
+    assert done.returncode == 1
+    (error,) = [line for line in done.stdout.splitlines() if ": error: " in line]
+    assert "(4000 characters)/AKSNodeClass" in error and huge not in error

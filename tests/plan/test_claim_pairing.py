@@ -222,3 +222,17 @@ def test_a_redacted_refusal_names_the_provider_id_by_its_hash(tmp_path: Path) ->
     assert (f"NodeClaim {hashed('claim', 'default-n1')}, NodeClaim {hashed('claim', 'default-twin')} have one "
             f"status.providerID {hashed('provider', provider_id('n1'))}") in done.stderr
     assert "i-n1" not in done.stderr
+
+
+def test_a_providerid_of_thousands_of_characters_is_named_cut_in_the_refusal(tmp_path: Path) -> None:
+    """A hostile snapshot: two Nodes sharing a 4,000-character providerID are refused naming it cut (its first and
+    last characters, its length), never printed whole."""
+    huge = "aws:///us-east-1a/i-" + "9" * 4000
+    first, second = pool_node("n1"), pool_node("n2")
+    first["spec"]["providerID"] = second["spec"]["providerID"] = huge
+
+    code, out, err = plan(tmp_path, first, second, claim("n1"))
+
+    assert (code, out) == (2, "")
+    assert "(4020 characters)" in err and huge not in err
+    assert len(err) < 1000

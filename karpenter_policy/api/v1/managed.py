@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from karpenter_policy.api.provisionerrules import shown_long
 from karpenter_policy.api.v1.crds import EC2NODECLASS_GROUP, EC2NODECLASS_KIND
 from karpenter_policy.api.v1.objects import NodeClassRef
 from karpenter_policy.api.violations import FOREIGN_NODE_CLASS, Violation
@@ -29,7 +30,7 @@ _REF: Final = ("spec", "template", "spec", "nodeClassRef")
 
 
 def _shown(ref: NodeClassRef) -> str:
-    return f"{ref.group or '(no group)'}/{ref.kind or '(no kind)'}"
+    return f"{shown_long(ref.group) or '(no group)'}/{shown_long(ref.kind) or '(no kind)'}"
 
 
 def foreign_class_violations(stored: Mapping[str, Any]) -> list[Violation]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from karpenter_policy.api.provisionerrules import shown_long
 from karpenter_policy.kube import objects
 from karpenter_policy.kube.objects import Obj
 from karpenter_policy.model import labels as wk
@@ -75,9 +76,9 @@ def _duplicates(items: Iterable[tuple[str, Obj]], field: str) -> list[PairingPro
             continue
         named = ", ".join(f"{o.get('kind')} {objects.name(o)}" for o in objs)
         problems.append(("error", (
-            f"{named} have one {field} {provider_id}: Karpenter keeps one node per providerID in its cluster state, so "
-            "which claim pairs with which Node cannot be told (take the snapshot again; fix the objects if it "
-            "stays)"),
+            f"{named} have one {field} {shown_long(provider_id)}: Karpenter keeps one node per providerID in its "
+            "cluster state, so which claim pairs with which Node cannot be told (take the snapshot again; fix the "
+            "objects if it stays)"),
             (str(objs[0].get("kind")), "", objects.name(objs[0]))))
     return problems
 
